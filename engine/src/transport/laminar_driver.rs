@@ -77,6 +77,15 @@ struct OutgoingConditioner {
 /// a pump at or after its time releases it to the socket (lost unreliable datagrams are never sent, reliable ones
 /// are only delayed, and laminar's own reliability still runs underneath). Incoming traffic is not conditioned;
 /// condition the sender to shape a direction.
+///
+/// What laminar 0.5 does underneath, and cores must live with:
+/// - Acknowledgements ride only on reliable packets. Reliable messages to a peer that answers only unreliably
+///   stay in flight, and at the 513th laminar drops the peer ([`DriverEvent::TimedOut`]); a lost reliable packet
+///   is resent only once the peer has acknowledged 32 newer ones. Control protocols should answer on the reliable
+///   channel and retry their handshakes until answered.
+/// - Heartbeats flow only once a peer is connected (traffic seen both ways); a peer that never sends is dropped
+///   after the idle timeout.
+/// - Datagrams that are not laminar packets are discarded inside laminar and never reach the core.
 #[derive(Debug)]
 pub struct LaminarDriver {
     socket: Socket,
@@ -492,5 +501,85 @@ mod tests {
             LaminarDriver::bind("127.0.0.1:0", config),
             Err(TransportError::InvalidLinkConfig(_))
         ));
+    }
+
+    #[test]
+    fn a_silent_peer_times_out_and_disconnects() {
+        let mut a = bind();
+        let mut b = bind();
+        let (addr_a, addr_b) = (a.local_addr(), b.local_addr());
+        a.send(
+            a.now(),
+            transmit(addr_b, Delivery::ReliableOrdered, b"hello"),
+        )
+        .unwrap();
+        b.send(
+            b.now(),
+            transmit(addr_a, Delivery::ReliableOrdered, b"hello"),
+        )
+        .unwrap();
+        let (mut seen_a, mut seen_b) = (Vec::new(), Vec::new());
+        pump_until(&mut a, &mut b, &mut seen_a, &mut seen_b, |a, _| {
+            a.contains(&DriverEvent::Connected(addr_b))
+                && !datagrams(a, Delivery::ReliableOrdered).is_empty()
+        });
+        a.pump(a.now()).unwrap();
+        while a.poll_event().is_some() {}
+        seen_a.clear();
+
+        let base = a.now();
+        let idle = DriverConfig::default().idle_timeout;
+        a.pump(base + idle / 2).unwrap();
+        assert_eq!(a.poll_event(), None, "dropped before the idle timeout");
+        a.pump(base + idle + Duration::from_millis(1)).unwrap();
+        seen_a.extend(std::iter::from_fn(|| a.poll_event()));
+        assert_eq!(
+            seen_a,
+            vec![
+                DriverEvent::TimedOut(addr_b),
+                DriverEvent::Disconnected(addr_b)
+            ]
+        );
+    }
+
+    /// laminar 0.5 carries acknowledgements only on reliable packets, so reliable messages to a peer that answers
+    /// only with unreliable traffic stay in flight; past 512 laminar drops the peer. Cores must answer on the
+    /// reliable channel now and then; this test pins the limit they design against.
+    #[test]
+    fn reliable_messages_answered_only_unreliably_drop_the_peer_after_512() {
+        let mut a = bind();
+        let mut b = bind();
+        let (addr_a, addr_b) = (a.local_addr(), b.local_addr());
+        let (mut seen_a, mut seen_b) = (Vec::new(), Vec::new());
+        for round in 0u32..512 {
+            a.send(
+                a.now(),
+                transmit(addr_b, Delivery::ReliableOrdered, &round.to_le_bytes()),
+            )
+            .unwrap();
+            b.send(b.now(), transmit(addr_a, Delivery::Unreliable, b"state"))
+                .unwrap();
+            let expected = round as usize + 1;
+            pump_until(&mut a, &mut b, &mut seen_a, &mut seen_b, |_, b| {
+                datagrams(b, Delivery::ReliableOrdered).len() == expected
+            });
+        }
+        assert!(seen_a.contains(&DriverEvent::Connected(addr_b)));
+        assert!(!seen_a.contains(&DriverEvent::TimedOut(addr_b)));
+        a.send(
+            a.now(),
+            transmit(addr_b, Delivery::ReliableOrdered, b"one too many"),
+        )
+        .unwrap();
+        a.pump(a.now()).unwrap();
+        seen_a.extend(std::iter::from_fn(|| a.poll_event()));
+        let tail = &seen_a[seen_a.len() - 2..];
+        assert_eq!(
+            tail,
+            [
+                DriverEvent::TimedOut(addr_b),
+                DriverEvent::Disconnected(addr_b)
+            ]
+        );
     }
 }
