@@ -30,6 +30,19 @@ impl TrafficCounters {
         self.bytes_received += len as u64;
     }
 
+    /// What was counted between `earlier` (a copy taken before) and now: the material of a per-second status
+    /// line. Saturates at zero if `earlier` is not in fact earlier.
+    pub fn since(&self, earlier: &TrafficCounters) -> TrafficCounters {
+        TrafficCounters {
+            datagrams_sent: self.datagrams_sent.saturating_sub(earlier.datagrams_sent),
+            bytes_sent: self.bytes_sent.saturating_sub(earlier.bytes_sent),
+            datagrams_received: self
+                .datagrams_received
+                .saturating_sub(earlier.datagrams_received),
+            bytes_received: self.bytes_received.saturating_sub(earlier.bytes_received),
+        }
+    }
+
     /// Average upstream rate over `elapsed`, in kilobits (1000 bits) per second; zero for an empty interval.
     pub fn kbps_sent(&self, elapsed: Duration) -> f64 {
         kbps(self.bytes_sent, elapsed)
@@ -66,5 +79,12 @@ mod tests {
         assert!((counters.kbps_sent(Duration::from_secs(2)) - 8.0).abs() < 1e-9);
         assert!((counters.kbps_received(Duration::from_millis(500)) - 4.0).abs() < 1e-9);
         assert_eq!(counters.kbps_sent(Duration::ZERO), 0.0);
+
+        let earlier = counters;
+        counters.record_sent(500);
+        let window = counters.since(&earlier);
+        assert_eq!((window.datagrams_sent, window.bytes_sent), (1, 500));
+        assert_eq!((window.datagrams_received, window.bytes_received), (0, 0));
+        assert_eq!(earlier.since(&counters), TrafficCounters::default());
     }
 }
