@@ -8,6 +8,7 @@ use egui::{CentralPanel, ColorImage, Ui, ViewportCommand};
 use crate::launcher::{LaunchError, SessionLauncher};
 use crate::offline_preview::OfflinePreview;
 use crate::scene_choice::SceneChoice;
+use crate::screenshot_check::inspect;
 use crate::session_screen::{SessionExit, SessionScreen};
 use crate::start_screen::{StartAction, StartScreen};
 
@@ -22,8 +23,9 @@ const SCREENSHOT_AFTER_FRAMES: u32 = 5;
 /// Frames after which a screenshot that never arrived counts as failed.
 const SCREENSHOT_GIVE_UP_FRAMES: u32 = 600;
 
-/// The outcome of a `--screenshot` run, read by `main` after the window closed.
-pub type ScreenshotOutcome = Arc<Mutex<Option<Result<PathBuf, String>>>>;
+/// The outcome of a `--screenshot` run (a summary of the frame, or what is wrong with it), read by `main`
+/// after the window closed.
+pub type ScreenshotOutcome = Arc<Mutex<Option<Result<String, String>>>>;
 
 /// Takes one screenshot of the window, writes it as PNG and closes the window.
 struct ScreenshotJob {
@@ -147,7 +149,25 @@ impl ViewerApp {
             .map(|mut slot| slot.take())
             .unwrap_or_default();
         let result = if let Some(image) = captured {
-            Some(write_png(&image, &job.path).map(|()| job.path.clone()))
+            let bodies = match &self.screen {
+                Screen::Session(session) => session.handle().bodies().to_vec(),
+                Screen::Start(_) => Vec::new(),
+            };
+            Some(write_png(&image, &job.path).and_then(|()| {
+                let report = inspect(&image, &bodies);
+                let summary = format!(
+                    "wrote {} ({}x{}, {} colours, pixels by authority {:?})",
+                    job.path.display(),
+                    image.size[0],
+                    image.size[1],
+                    report.distinct_colors,
+                    report.authority_pixels
+                );
+                match report.problems().as_slice() {
+                    [] => Ok(summary),
+                    problems => Err(format!("{summary}: {}", problems.join("; "))),
+                }
+            }))
         } else if job.frames > SCREENSHOT_GIVE_UP_FRAMES {
             Some(Err(format!(
                 "no screenshot arrived after {SCREENSHOT_GIVE_UP_FRAMES} frames"

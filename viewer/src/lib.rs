@@ -15,6 +15,7 @@ pub mod palette;
 pub mod picking;
 pub mod render3d;
 pub mod scene_choice;
+pub mod screenshot_check;
 pub mod session;
 pub mod session_screen;
 pub mod start_screen;

@@ -43,8 +43,8 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     match outcome.lock().ok().and_then(|mut o| o.take()) {
-        Some(Ok(path)) => {
-            println!("wrote {}", path.display());
+        Some(Ok(summary)) => {
+            println!("{summary}");
             ExitCode::SUCCESS
         }
         Some(Err(e)) => {

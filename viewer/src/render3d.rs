@@ -158,6 +158,12 @@ pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<
     painter.add(Shape::mesh(mesh));
 }
 
+/// The colour a box of `color` shows on its upward face, the face every camera above the floor sees; used
+/// to find cubes of a given authority in a screenshot.
+pub fn top_face_color(color: Color32) -> Color32 {
+    shade(color, lambert(&Vector3::y()))
+}
+
 /// Lambert factor for a surface with the given world normal, with an ambient floor so shadowed faces stay visible.
 fn lambert(normal: &Vector3<f32>) -> f32 {
     0.38 + 0.62 * normal.dot(&light_dir()).max(0.0)

@@ -46,6 +46,7 @@ pub struct SessionScreen {
     conditioner: ConditionerSettings,
     message: Option<String>,
     history: NetworkHistory,
+    view_rect: Option<Rect>,
 }
 
 impl SessionScreen {
@@ -60,12 +61,28 @@ impl SessionScreen {
             conditioner: ConditionerSettings::default(),
             message: None,
             history: NetworkHistory::default(),
+            view_rect: None,
         }
     }
 
     /// The session shown.
     pub fn handle(&self) -> &dyn SessionHandle {
         self.handle.as_ref()
+    }
+
+    /// The camera the 3D view is seen through.
+    pub fn camera(&self) -> &OrbitCamera {
+        &self.camera
+    }
+
+    /// Where the 3D view was drawn on the last frame, in egui points.
+    pub fn view_rect(&self) -> Option<Rect> {
+        self.view_rect
+    }
+
+    /// The last message shown to the person (a refused grab, bot or conditioner change).
+    pub fn message(&self) -> Option<&str> {
+        self.message.as_deref()
     }
 
     /// Pump the session and draw the screen; returns how it closed, if it did.
@@ -171,6 +188,7 @@ impl SessionScreen {
     /// The 3D view and its mouse handling.
     fn view_3d(&mut self, ui: &mut Ui, now: Duration) {
         let (rect, response) = ui.allocate_exact_size(ui.available_size(), Sense::click_and_drag());
+        self.view_rect = Some(rect);
         let shift = ui.input(|i| i.modifiers.shift);
 
         if response.drag_started_by(PointerButton::Primary) && !shift {

@@ -95,16 +95,13 @@ impl StartScreen {
                 ui.add(TextEdit::singleline(&mut self.host_port).desired_width(80.0))
                     .labelled_by(label.id);
             });
-            ui.horizontal(|ui| {
-                ui.label("Scene");
-                ComboBox::from_id_salt("scene")
-                    .selected_text(self.scene.name())
-                    .show_ui(ui, |ui| {
-                        for scene in SceneChoice::ALL {
-                            ui.selectable_value(&mut self.scene, scene, scene.name());
-                        }
-                    });
-            });
+            ComboBox::from_label("Scene")
+                .selected_text(self.scene.name())
+                .show_ui(ui, |ui| {
+                    for scene in SceneChoice::ALL {
+                        ui.selectable_value(&mut self.scene, scene, scene.name());
+                    }
+                });
             ui.horizontal(|ui| {
                 let label = ui.label("Max players");
                 ui.add(DragValue::new(&mut self.max_players).range(PLAYER_RANGE))
