@@ -44,6 +44,10 @@ struct BoxShape {
 /// One visible face ready to paint.
 struct Face {
     screen: Vec<Pos2>,
+    /// Depth of the owning box's centre: boxes are painted whole, far to near, which orders neighbouring
+    /// cubes correctly where face centroids would not.
+    box_depth: f32,
+    /// Mean depth of the face's corners, orders the faces within one box.
     depth: f32,
     color: Color32,
     edge: Option<(Color32, f32)>,
@@ -146,16 +150,30 @@ pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<
         }
     }
 
-    let mut faces: Vec<Face> = boxes
-        .iter()
-        .flat_map(|b| box_faces(b, camera, &view, rect))
-        .collect();
-    faces.sort_by(|a, b| b.depth.total_cmp(&a.depth));
     let mut mesh = Mesh::default();
-    for face in &faces {
+    for face in &paint_order(&boxes, camera, &view, rect) {
         add_face(&mut mesh, face);
     }
     painter.add(Shape::mesh(mesh));
+}
+
+/// The visible faces of all boxes in the order to paint them: far boxes first, each box's faces far first.
+fn paint_order(
+    boxes: &[BoxShape],
+    camera: &OrbitCamera,
+    view: &Isometry3<f32>,
+    rect: Rect,
+) -> Vec<Face> {
+    let mut faces: Vec<Face> = boxes
+        .iter()
+        .flat_map(|b| box_faces(b, camera, view, rect))
+        .collect();
+    faces.sort_by(|a, b| {
+        b.box_depth
+            .total_cmp(&a.box_depth)
+            .then(b.depth.total_cmp(&a.depth))
+    });
+    faces
 }
 
 /// The colour a box of `color` shows on its upward face, the face every camera above the floor sees; used
@@ -172,6 +190,7 @@ fn lambert(normal: &Vector3<f32>) -> f32 {
 /// The visible, shaded faces of one box.
 fn box_faces(b: &BoxShape, camera: &OrbitCamera, view: &Isometry3<f32>, rect: Rect) -> Vec<Face> {
     let eye = camera.eye();
+    let box_depth = -(view * b.center).z;
     let mut out = Vec::with_capacity(3);
     for (corners, normal) in FACES {
         let normal = b.rotation * Vector3::from(normal);
@@ -203,6 +222,7 @@ fn box_faces(b: &BoxShape, camera: &OrbitCamera, view: &Isometry3<f32>, rect: Re
         });
         out.push(Face {
             screen: projected.iter().map(|p| p.screen).collect(),
+            box_depth,
             depth,
             color,
             edge,
@@ -348,6 +368,24 @@ mod tests {
         let near_max = near.iter().map(|f| f.depth).fold(f32::MIN, f32::max);
         let far_min = far.iter().map(|f| f.depth).fold(f32::MAX, f32::min);
         assert!(far_min > near_max);
+    }
+
+    #[test]
+    fn neighbouring_cubes_are_painted_whole_far_one_first() {
+        // Two cubes separated by a vertical plane facing the eye, the far one higher up: the near one may
+        // cover the far one, never the reverse. Sorting single faces by depth interleaves them here (the far
+        // cube's side face sorts after the near cube's top); painting whole boxes far-to-near does not.
+        let cam = OrbitCamera::default();
+        let toward_eye = (cam.eye() - cam.target).normalize();
+        let flat = Vector3::new(toward_eye.x, 0.0, toward_eye.z).normalize();
+        let near = unit_box(Point3::new(0.0, 2.5, 0.0) + flat * 1.0, Color32::RED);
+        let far = unit_box(Point3::new(0.0, 4.0, 0.0), Color32::BLUE);
+        let faces = paint_order(&[near, far], &cam, &cam.view(), rect());
+        let is_red = |f: &Face| f.color.r() > f.color.b();
+        let first_red = faces.iter().position(is_red).unwrap();
+        assert!(first_red > 0, "the far cube shows faces");
+        assert!(faces[..first_red].iter().all(|f| !is_red(f)));
+        assert!(faces[first_red..].iter().all(is_red));
     }
 
     #[test]
