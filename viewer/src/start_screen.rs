@@ -1,6 +1,6 @@
 //! The start screen: host a session, join one, or (later) a dedicated server; bad input is explained in place.
 
-use egui::{Button, Color32, ComboBox, DragValue, RichText, TextEdit, Ui};
+use egui::{Button, Color32, ComboBox, DragValue, Frame, RichText, TextEdit, Ui};
 
 use crate::input::{check_port_free, parse_address, parse_port};
 use crate::launcher::{HostConfig, JoinConfig};
@@ -53,6 +53,18 @@ impl Default for StartScreen {
     }
 }
 
+/// Width of the centred form column, points.
+const FORM_WIDTH: f32 = 460.0;
+
+/// A framed section of the form, as wide as the column.
+fn section(ui: &mut Ui, add_contents: impl FnOnce(&mut Ui)) {
+    Frame::group(ui.style()).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        add_contents(ui);
+    });
+    ui.add_space(8.0);
+}
+
 /// Smallest and largest session size offered (the VR sample's sessions had 4 players).
 const PLAYER_RANGE: std::ops::RangeInclusive<u8> = 2..=8;
 
@@ -76,6 +88,21 @@ impl StartScreen {
 
     /// Draw the screen; returns the validated action when a button was pressed with good input.
     pub fn show(&mut self, ui: &mut Ui) -> Option<StartAction> {
+        let width = FORM_WIDTH.min(ui.available_width());
+        let margin = (ui.available_width() - width) / 2.0;
+        ui.horizontal_top(|ui| {
+            ui.add_space(margin);
+            ui.vertical(|ui| {
+                ui.set_width(width);
+                self.form(ui)
+            })
+            .inner
+        })
+        .inner
+    }
+
+    /// The form column.
+    fn form(&mut self, ui: &mut Ui) -> Option<StartAction> {
         let mut action = None;
         ui.vertical_centered(|ui| {
             ui.add_space(16.0);
@@ -88,7 +115,7 @@ impl StartScreen {
         }
         ui.separator();
 
-        ui.group(|ui| {
+        section(ui, |ui| {
             ui.heading("Host");
             ui.horizontal(|ui| {
                 let label = ui.label("Listen port");
@@ -127,7 +154,7 @@ impl StartScreen {
             }
         });
 
-        ui.group(|ui| {
+        section(ui, |ui| {
             ui.heading("Join");
             ui.horizontal(|ui| {
                 let label = ui.label("Host address");
@@ -145,7 +172,7 @@ impl StartScreen {
             }
         });
 
-        ui.group(|ui| {
+        section(ui, |ui| {
             ui.heading("Dedicated server");
             ui.add_enabled(false, Button::new("Start dedicated server"));
             ui.label("Dedicated server: not available yet.");
