@@ -39,6 +39,8 @@ struct ScreenshotJob {
 /// The physync viewer application.
 pub struct ViewerApp {
     screen: Screen,
+    /// The start form as it was when the last session started, shown again when it ends.
+    last_form: StartScreen,
     launcher: Option<Box<dyn SessionLauncher>>,
     screenshot: Option<ScreenshotJob>,
 }
@@ -48,6 +50,7 @@ impl ViewerApp {
     pub fn new(launcher: Option<Box<dyn SessionLauncher>>) -> Self {
         Self {
             screen: Screen::Start(StartScreen::default()),
+            last_form: StartScreen::default(),
             launcher,
             screenshot: None,
         }
@@ -97,7 +100,7 @@ impl ViewerApp {
                 action.and_then(|a| self.launch(a))
             }
             Screen::Session(session) => session.show(ui).map(|exit| {
-                let mut start = StartScreen::default();
+                let mut start = self.last_form.clone();
                 if let SessionExit::Ended(reason) = exit {
                     start.notice = Some(format!("The session ended: {reason}"));
                 }
@@ -111,6 +114,9 @@ impl ViewerApp {
 
     /// Start what the start screen asked for, or put the reason it cannot start under the form.
     fn launch(&mut self, action: StartAction) -> Option<Screen> {
+        if let Screen::Start(form) = &self.screen {
+            self.last_form = form.clone();
+        }
         let result = match (&action, self.launcher.as_mut()) {
             (StartAction::Preview(scene), _) => {
                 return Some(Screen::Session(Box::new(SessionScreen::new(Box::new(

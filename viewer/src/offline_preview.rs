@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use nalgebra::{Point3, UnitQuaternion, Vector3};
+use nalgebra::{Isometry3, Point3, UnitQuaternion, Vector3};
 
 use crate::scene_choice::SceneChoice;
 use crate::session::{
@@ -85,12 +85,14 @@ fn layout(scene: SceneChoice) -> Vec<BodyView> {
 }
 
 fn figure(player: PlayerId, at: Point3<f32>, facing: Vector3<f32>) -> AvatarView {
+    let look = UnitQuaternion::face_towards(&facing, &Vector3::y());
     let side = Vector3::new(-facing.z, 0.0, facing.x) * 0.3;
     let hand_base = at + Vector3::new(0.0, 1.15, 0.0) + facing * 0.35;
+    let pose = |p: Point3<f32>| Isometry3::from_parts(p.coords.into(), look);
     AvatarView {
         player,
-        head: at + Vector3::new(0.0, 1.65, 0.0),
-        hands: [hand_base - side, hand_base + side],
+        head: pose(at + Vector3::new(0.0, 1.65, 0.0)),
+        hands: [pose(hand_base - side), pose(hand_base + side)],
     }
 }
 

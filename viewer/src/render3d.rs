@@ -130,24 +130,7 @@ pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<
         })
         .collect();
     for avatar in scene.avatars {
-        let color = player_color(avatar.player);
-        let yaw = UnitQuaternion::identity();
-        boxes.push(BoxShape {
-            center: avatar.head,
-            rotation: yaw,
-            half: Vector3::repeat(0.14),
-            color,
-            edge: Edge::Plain,
-        });
-        for hand in avatar.hands {
-            boxes.push(BoxShape {
-                center: hand,
-                rotation: yaw,
-                half: Vector3::repeat(0.06),
-                color,
-                edge: Edge::Plain,
-            });
-        }
+        boxes.extend(avatar_boxes(avatar));
     }
 
     let mut mesh = Mesh::default();
@@ -155,6 +138,35 @@ pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<
         add_face(&mut mesh, face);
     }
     painter.add(Shape::mesh(mesh));
+}
+
+/// Half sizes of an avatar's head, its visor and its hands, metres.
+const HEAD_HALF: [f32; 3] = [0.1, 0.12, 0.11];
+const VISOR_HALF: [f32; 3] = [0.075, 0.03, 0.015];
+const HAND_HALF: [f32; 3] = [0.045, 0.025, 0.07];
+
+/// An avatar as boxes: the head with a dark visor on its front (so one can tell where it looks) and two
+/// flat hands, all in the player's colour.
+fn avatar_boxes(avatar: &AvatarView) -> Vec<BoxShape> {
+    let color = player_color(avatar.player);
+    let part = |pose: &Isometry3<f32>, half: [f32; 3], color: Color32| BoxShape {
+        center: pose.translation.vector.into(),
+        rotation: pose.rotation,
+        half: Vector3::from(half),
+        color,
+        edge: Edge::Plain,
+    };
+    let visor_offset = Vector3::new(0.0, 0.025, HEAD_HALF[2] + VISOR_HALF[2]);
+    let visor = Isometry3::from_parts(
+        (avatar.head.translation.vector + avatar.head.rotation * visor_offset).into(),
+        avatar.head.rotation,
+    );
+    let mut boxes = vec![
+        part(&avatar.head, HEAD_HALF, color),
+        part(&visor, VISOR_HALF, Color32::from_rgb(24, 26, 32)),
+    ];
+    boxes.extend(avatar.hands.iter().map(|hand| part(hand, HAND_HALF, color)));
+    boxes
 }
 
 /// The visible faces of all boxes in the order to paint them: far boxes first, each box's faces far first.
@@ -386,6 +398,23 @@ mod tests {
         assert!(first_red > 0, "the far cube shows faces");
         assert!(faces[..first_red].iter().all(|f| !is_red(f)));
         assert!(faces[first_red..].iter().all(is_red));
+    }
+
+    #[test]
+    fn an_avatar_is_a_head_a_visor_in_front_and_two_hands() {
+        let look = UnitQuaternion::face_towards(&Vector3::x(), &Vector3::y());
+        let at = |x, y, z| Isometry3::from_parts(Vector3::new(x, y, z).into(), look);
+        let avatar = AvatarView {
+            player: 2,
+            head: at(0.0, 1.6, 0.0),
+            hands: [at(0.3, 1.1, -0.3), at(0.3, 1.1, 0.3)],
+        };
+        let boxes = avatar_boxes(&avatar);
+        assert_eq!(boxes.len(), 4);
+        assert!(boxes.iter().filter(|b| b.color == player_color(2)).count() == 3);
+        // The visor sits on the side the head looks at (+X here).
+        assert!(boxes[1].center.x > boxes[0].center.x + HEAD_HALF[2]);
+        assert!((boxes[1].center.z - boxes[0].center.z).abs() < 1e-5);
     }
 
     #[test]

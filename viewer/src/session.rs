@@ -7,7 +7,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use nalgebra::{Point3, UnitQuaternion, Vector3};
+use nalgebra::{Isometry3, Point3, UnitQuaternion, Vector3};
 
 /// A player's index in the session (the host is player 0).
 pub type PlayerId = u8;
@@ -32,15 +32,15 @@ pub struct BodyView {
     pub owner: Option<PlayerId>,
 }
 
-/// A player's avatar: a head and two hands.
+/// A player's avatar: a head and two hands, each a pose whose local +Z is where it points.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AvatarView {
     /// Whose avatar it is (chooses its colour).
     pub player: PlayerId,
-    /// Head position.
-    pub head: Point3<f32>,
-    /// Left and right hand positions.
-    pub hands: [Point3<f32>; 2],
+    /// Head pose; local +Z is the view direction.
+    pub head: Isometry3<f32>,
+    /// Left and right hand poses.
+    pub hands: [Isometry3<f32>; 2],
 }
 
 /// The kinds of scripted bot guest that can be added to a running session.

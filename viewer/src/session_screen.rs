@@ -47,6 +47,8 @@ pub struct SessionScreen {
     message: Option<String>,
     history: NetworkHistory,
     view_rect: Option<Rect>,
+    /// egui's clock (seconds) when the screen was first drawn: session time counts from there.
+    opened_at: Option<f64>,
 }
 
 impl SessionScreen {
@@ -62,6 +64,7 @@ impl SessionScreen {
             message: None,
             history: NetworkHistory::default(),
             view_rect: None,
+            opened_at: None,
         }
     }
 
@@ -87,7 +90,9 @@ impl SessionScreen {
 
     /// Pump the session and draw the screen; returns how it closed, if it did.
     pub fn show(&mut self, ui: &mut Ui) -> Option<SessionExit> {
-        let now = Duration::from_secs_f64(ui.input(|i| i.time));
+        let clock = ui.input(|i| i.time);
+        let opened_at = *self.opened_at.get_or_insert(clock);
+        let now = Duration::from_secs_f64((clock - opened_at).max(0.0));
         self.handle.update(now);
         if let SessionStatus::Ended(reason) = self.handle.status() {
             return Some(SessionExit::Ended(reason));

@@ -152,6 +152,11 @@ fn players_links_and_time_reach_the_screen() {
     h.run_steps(4);
     let updates = script.lock().unwrap().updates.clone();
     assert!(updates.len() >= 4);
+    assert_eq!(
+        updates[0],
+        Duration::ZERO,
+        "session time starts when the screen opens"
+    );
     assert!(
         updates.windows(2).all(|w| w[0] < w[1]),
         "session time moves forward: {updates:?}"

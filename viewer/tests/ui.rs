@@ -148,7 +148,9 @@ fn a_valid_host_form_reaches_the_launcher_and_leave_returns_to_the_start_screen(
 
     h.get_by_role_and_label(Role::Button, "Leave").click();
     h.run_steps(3);
-    assert!(h.state().start_screen().is_some());
+    let start = h.state().start_screen().expect("back on the start screen");
+    assert_eq!(start.host_port, free.to_string(), "the form is kept");
+    assert_eq!(start.notice, None, "leaving is not an error");
 }
 
 #[test]
