@@ -47,6 +47,18 @@ impl LinkHistory {
         }
     }
 
+    /// One line with the newest figures, shown above the link's plots.
+    pub fn headline(&self, peer: PlayerId) -> String {
+        let latest = |s: &TimeSeries| s.latest().unwrap_or(0.0);
+        format!(
+            "Link to player {peer}: up {:.0} kbps, down {:.0} kbps, RTT {:.0} ms, loss {:.1} %",
+            latest(&self.kbps_up),
+            latest(&self.kbps_down),
+            latest(&self.rtt_ms),
+            latest(&self.loss_percent)
+        )
+    }
+
     fn push(&mut self, now: Duration, stats: &LinkStats) {
         self.kbps_up.push(now, stats.kbps_up);
         self.kbps_down.push(now, stats.kbps_down);
@@ -97,7 +109,7 @@ impl NetworkHistory {
             return;
         }
         for (peer, history) in &self.links {
-            ui.colored_label(player_color(*peer), format!("Link to player {peer}"));
+            ui.colored_label(player_color(*peer), history.headline(*peer));
             plot(
                 ui,
                 ("kbps", *peer),
@@ -197,6 +209,10 @@ mod tests {
         assert_eq!(link1.rtt_ms.len(), 2);
         assert_eq!(link1.rtt_ms.latest(), Some(32.0));
         assert!(h.link(2).is_none());
+        assert_eq!(
+            link1.headline(1),
+            "Link to player 1: up 100 kbps, down 50 kbps, RTT 32 ms, loss 1.0 %"
+        );
     }
 
     #[test]

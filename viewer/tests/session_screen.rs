@@ -148,7 +148,10 @@ fn players_links_and_time_reach_the_screen() {
         h.query_by_label_contains("1 · bot (bot: builder)")
             .is_some()
     );
-    assert!(h.query_by_label_contains("Link to player 1").is_some());
+    assert!(
+        h.query_by_label_contains("Link to player 1: up 120 kbps, down 80 kbps, RTT 42 ms")
+            .is_some()
+    );
     h.run_steps(4);
     let updates = script.lock().unwrap().updates.clone();
     assert!(updates.len() >= 4);
