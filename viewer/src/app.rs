@@ -7,8 +7,8 @@ use egui::{CentralPanel, ColorImage, Ui, ViewportCommand};
 
 use crate::launcher::{LaunchError, SessionLauncher};
 use crate::offline_preview::OfflinePreview;
-use crate::scene_choice::SceneChoice;
 use crate::screenshot_check::inspect;
+use crate::session::SessionHandle;
 use crate::session_screen::{SessionExit, SessionScreen};
 use crate::start_screen::{StartAction, StartScreen};
 
@@ -56,24 +56,24 @@ impl ViewerApp {
         }
     }
 
-    /// The app showing the offline preview of `scene`, writing a screenshot to `path` and then closing.
-    pub fn screenshot_of_preview(
-        scene: SceneChoice,
-        path: PathBuf,
-        outcome: ScreenshotOutcome,
-    ) -> Self {
+    /// The app showing `session` straight away (its start form is the default one).
+    pub fn with_session(session: Box<dyn SessionHandle>) -> Self {
         let mut app = Self::new(None);
-        app.screen = Screen::Session(Box::new(SessionScreen::new(Box::new(OfflinePreview::new(
-            scene,
-        )))));
-        app.screenshot = Some(ScreenshotJob {
+        app.screen = Screen::Session(Box::new(SessionScreen::new(session)));
+        app
+    }
+
+    /// Once a few frames are drawn, write the window to the PNG at `path`, check the frame
+    /// ([`crate::screenshot_check`]) and close the window; the result lands in `outcome`.
+    pub fn take_screenshot(mut self, path: PathBuf, outcome: ScreenshotOutcome) -> Self {
+        self.screenshot = Some(ScreenshotJob {
             path,
             frames: 0,
             requested: false,
             image: Arc::default(),
             outcome,
         });
-        app
+        self
     }
 
     /// The start screen, when it is up.

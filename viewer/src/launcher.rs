@@ -3,6 +3,13 @@
 //! The app owns no protocol: it asks a [`SessionLauncher`] — implemented over physync-host's and
 //! physync-guest's session cores — for a [`SessionHandle`]. A viewer built without a launcher says so in the
 //! window instead of pretending to host or join.
+//!
+//! A launcher over the real cores opens the socket in `host`/`join` (socket errors become
+//! [`LaunchError::Socket`]) and returns a handle that owns the core, its driver and the engine world. The
+//! handle's [`SessionHandle::update`] pumps the driver up to `now`, then refreshes the body, avatar, player
+//! and link views from the world's render poses and the core's counters; grab/move/release/add-bot calls
+//! become the core's local inputs. Failures after the start (no answer within the timeout, a full session,
+//! a version mismatch, the host leaving) are reported as [`crate::session::SessionStatus::Ended`].
 
 use std::net::SocketAddr;
 

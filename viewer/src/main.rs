@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use physync_viewer::app::{ScreenshotOutcome, ViewerApp};
+use physync_viewer::offline_preview::OfflinePreview;
 use physync_viewer::scene_choice::SceneChoice;
 
 /// The physync viewer.
@@ -35,7 +36,8 @@ fn main() -> ExitCode {
     let outcome: ScreenshotOutcome = Arc::default();
     let wants_screenshot = cli.screenshot.is_some();
     let app = match cli.screenshot {
-        Some(path) => ViewerApp::screenshot_of_preview(cli.scene, path, Arc::clone(&outcome)),
+        Some(path) => ViewerApp::with_session(Box::new(OfflinePreview::new(cli.scene)))
+            .take_screenshot(path, Arc::clone(&outcome)),
         None => ViewerApp::new(None),
     };
     if let Err(e) = eframe::run_native("physync", options, Box::new(|_| Ok(Box::new(app)))) {
