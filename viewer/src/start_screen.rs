@@ -1,0 +1,187 @@
+//! The start screen: host a session, join one, or (later) a dedicated server; bad input is explained in place.
+
+use egui::{Button, Color32, ComboBox, DragValue, Frame, RichText, TextEdit, Ui};
+
+use crate::input::{check_port_free, parse_address, parse_port};
+use crate::launcher::{HostConfig, JoinConfig};
+use crate::scene_choice::SceneChoice;
+
+/// Colour of error messages.
+pub const ERROR_COLOR: Color32 = Color32::from_rgb(255, 110, 100);
+
+/// What the person asked for on the start screen, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartAction {
+    /// Host a session.
+    Host(HostConfig),
+    /// Join a session.
+    Join(JoinConfig),
+    /// Look at a scene's static layout without any session.
+    Preview(SceneChoice),
+}
+
+/// The start screen's form state and its messages.
+#[derive(Debug, Clone)]
+pub struct StartScreen {
+    /// Text of the listen-port field.
+    pub host_port: String,
+    /// The scene to host.
+    pub scene: SceneChoice,
+    /// Maximum number of players, host included.
+    pub max_players: u8,
+    /// Text of the join-address field.
+    pub join_address: String,
+    /// Error under the Host form.
+    pub host_error: Option<String>,
+    /// Error under the Join form.
+    pub join_error: Option<String>,
+    /// A notice at the top (for example why the last session ended).
+    pub notice: Option<String>,
+}
+
+impl Default for StartScreen {
+    fn default() -> Self {
+        Self {
+            host_port: "40000".into(),
+            scene: SceneChoice::Table,
+            max_players: 4,
+            join_address: "127.0.0.1:40000".into(),
+            host_error: None,
+            join_error: None,
+            notice: None,
+        }
+    }
+}
+
+/// Width of the centred form column, points.
+const FORM_WIDTH: f32 = 460.0;
+
+/// A framed section of the form, as wide as the column.
+fn section(ui: &mut Ui, add_contents: impl FnOnce(&mut Ui)) {
+    Frame::group(ui.style()).show(ui, |ui| {
+        ui.set_width(ui.available_width());
+        add_contents(ui);
+    });
+    ui.add_space(8.0);
+}
+
+/// Smallest and largest session size offered (the VR sample's sessions had 4 players).
+const PLAYER_RANGE: std::ops::RangeInclusive<u8> = 2..=8;
+
+impl StartScreen {
+    /// Validate the Host form.
+    pub fn host_action(&self) -> Result<StartAction, String> {
+        let port = parse_port(&self.host_port).map_err(|e| e.to_string())?;
+        check_port_free(port).map_err(|e| e.to_string())?;
+        Ok(StartAction::Host(HostConfig {
+            port,
+            scene: self.scene,
+            max_players: self.max_players,
+        }))
+    }
+
+    /// Validate the Join form.
+    pub fn join_action(&self) -> Result<StartAction, String> {
+        let address = parse_address(&self.join_address).map_err(|e| e.to_string())?;
+        Ok(StartAction::Join(JoinConfig { address }))
+    }
+
+    /// Draw the screen; returns the validated action when a button was pressed with good input.
+    pub fn show(&mut self, ui: &mut Ui) -> Option<StartAction> {
+        let width = FORM_WIDTH.min(ui.available_width());
+        let margin = (ui.available_width() - width) / 2.0;
+        ui.horizontal_top(|ui| {
+            ui.add_space(margin);
+            ui.vertical(|ui| {
+                ui.set_width(width);
+                self.form(ui)
+            })
+            .inner
+        })
+        .inner
+    }
+
+    /// The form column.
+    fn form(&mut self, ui: &mut Ui) -> Option<StartAction> {
+        let mut action = None;
+        ui.vertical_centered(|ui| {
+            ui.add_space(16.0);
+            ui.heading("physync");
+            ui.label("Rigid-body physics kept in sync between players over UDP.");
+        });
+        if let Some(notice) = &self.notice {
+            ui.separator();
+            ui.label(RichText::new(notice).strong());
+        }
+        ui.separator();
+
+        section(ui, |ui| {
+            ui.heading("Host");
+            ui.horizontal(|ui| {
+                let label = ui.label("Listen port");
+                ui.add(TextEdit::singleline(&mut self.host_port).desired_width(80.0))
+                    .labelled_by(label.id);
+            });
+            ComboBox::from_label("Scene")
+                .selected_text(self.scene.name())
+                .show_ui(ui, |ui| {
+                    for scene in SceneChoice::ALL {
+                        ui.selectable_value(&mut self.scene, scene, scene.name());
+                    }
+                });
+            ui.horizontal(|ui| {
+                let label = ui.label("Max players");
+                ui.add(DragValue::new(&mut self.max_players).range(PLAYER_RANGE))
+                    .labelled_by(label.id);
+            });
+            ui.horizontal(|ui| {
+                if ui.button("Host").clicked() {
+                    match self.host_action() {
+                        Ok(a) => action = Some(a),
+                        Err(e) => self.host_error = Some(e),
+                    }
+                }
+                if ui
+                    .button("Offline preview")
+                    .on_hover_text("The scene's static layout; no session")
+                    .clicked()
+                {
+                    action = Some(StartAction::Preview(self.scene));
+                }
+            });
+            if let Some(e) = &self.host_error {
+                ui.colored_label(ERROR_COLOR, e);
+            }
+        });
+
+        section(ui, |ui| {
+            ui.heading("Join");
+            ui.horizontal(|ui| {
+                let label = ui.label("Host address");
+                ui.add(TextEdit::singleline(&mut self.join_address).desired_width(200.0))
+                    .labelled_by(label.id);
+            });
+            if ui.button("Join").clicked() {
+                match self.join_action() {
+                    Ok(a) => action = Some(a),
+                    Err(e) => self.join_error = Some(e),
+                }
+            }
+            if let Some(e) = &self.join_error {
+                ui.colored_label(ERROR_COLOR, e);
+            }
+        });
+
+        section(ui, |ui| {
+            ui.heading("Dedicated server");
+            ui.add_enabled(false, Button::new("Start dedicated server"));
+            ui.label("Dedicated server: not available yet.");
+        });
+        if action.is_some() {
+            self.host_error = None;
+            self.join_error = None;
+            self.notice = None;
+        }
+        action
+    }
+}
