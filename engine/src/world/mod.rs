@@ -41,6 +41,10 @@ use smoothing::RenderError;
 pub const WAKE_LINEAR_SPEED: f32 = 0.2;
 /// Angular speed (rad/s) that a resting object must pick up in one step to be considered disturbed.
 pub const WAKE_ANGULAR_SPEED: f32 = 0.5;
+/// A resting object touching a held object, or a free object moving faster than this (m/s), wakes up: its
+/// support may be leaving, which the resting object's own velocity would not show. A resting object that
+/// touches nothing at all wakes up too.
+pub const STIR_SPEED: f32 = 0.05;
 
 /// How a world is simulated.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -109,6 +113,14 @@ struct Object {
     priority: PriorityTimers,
     render_error: RenderError,
     holder: Option<Holder>,
+}
+
+/// What one step's contact scan found.
+struct Contacts {
+    /// Object pairs with an active contact.
+    touching: Vec<(ObjectId, ObjectId)>,
+    /// Per object: it has an active contact with anything, the floor included.
+    supported: Vec<bool>,
 }
 
 /// The simulation of one peer.
@@ -223,17 +235,24 @@ impl World {
             object.priority.tick();
             object.render_error.decay();
         }
-        let touching = self.scan_contacts();
+        let contacts = self.scan_contacts();
         if self.config.at_rest_detection {
-            self.detect_rest();
+            self.detect_rest(&contacts);
         }
-        self.propagate_touch(&touching);
+        self.propagate_touch(&contacts.touching);
         let local = self.config.local_player;
         for object in &mut self.objects {
             object
                 .authority
                 .tick_rest(local, object.at_rest, object.holder.is_some());
         }
+        self.frame += 1;
+    }
+
+    /// Advances rapier alone by one step, skipping every rule of this module: the baseline that benchmarks
+    /// compare [`World::step`] against (pair it with [`WorldConfig::rapier_only`]).
+    pub fn step_physics_only(&mut self) {
+        self.physics.step();
         self.frame += 1;
     }
 
@@ -258,9 +277,11 @@ impl World {
         }
     }
 
-    /// Reads this step's contacts: marks high-energy collisions and returns the object pairs in contact.
-    fn scan_contacts(&mut self) -> Vec<(ObjectId, ObjectId)> {
+    /// Reads this step's contacts: marks high-energy collisions, and returns the object pairs in contact and
+    /// which objects touch anything at all (the floor included).
+    fn scan_contacts(&mut self) -> Contacts {
         let mut touching = Vec::new();
+        let mut supported = vec![false; self.objects.len()];
         let mut collided = Vec::new();
         for pair in self.physics.contact_pairs() {
             if !pair.has_any_active_contact() {
@@ -276,6 +297,9 @@ impl World {
                     .then_some(rb.user_data as ObjectId)
             };
             let (id1, id2) = (id_of(rb1), id_of(rb2));
+            for id in id1.into_iter().chain(id2) {
+                supported[usize::from(id)] = true;
+            }
             let lightest = [rb1, rb2]
                 .iter()
                 .filter(|rb| rb.is_dynamic())
@@ -294,13 +318,35 @@ impl World {
         for id in collided {
             self.objects[usize::from(id)].priority.collided();
         }
-        touching
+        Contacts {
+            touching,
+            supported,
+        }
     }
 
     /// The ring buffer decides rest; resting objects stay put unless this step disturbed them.
-    fn detect_rest(&mut self) {
+    fn detect_rest(&mut self, contacts: &Contacts) {
         let quant = self.config.quant;
-        for object in &mut self.objects {
+        let stirring: Vec<bool> = self
+            .objects
+            .iter()
+            .map(|o| {
+                o.holder.is_some()
+                    || (!o.at_rest && self.physics.bodies[o.body].linvel().length() > STIR_SPEED)
+            })
+            .collect();
+        let mut stirred = vec![false; self.objects.len()];
+        for &(a, b) in &contacts.touching {
+            let (a, b) = (usize::from(a), usize::from(b));
+            stirred[a] |= stirring[b];
+            stirred[b] |= stirring[a];
+        }
+        for ((object, stirred), supported) in self
+            .objects
+            .iter_mut()
+            .zip(stirred)
+            .zip(&contacts.supported)
+        {
             let body = &mut self.physics.bodies[object.body];
             if object.holder.is_some() {
                 object.rest.clear();
@@ -308,7 +354,9 @@ impl World {
                 continue;
             }
             if object.at_rest {
-                let disturbed = body.linvel().length() > WAKE_LINEAR_SPEED
+                let disturbed = stirred
+                    || !supported
+                    || body.linvel().length() > WAKE_LINEAR_SPEED
                     || body.angvel().length() > WAKE_ANGULAR_SPEED;
                 if disturbed {
                     object.at_rest = false;

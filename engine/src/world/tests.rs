@@ -356,3 +356,123 @@ fn katamari_drive_pushes_through_the_grid() {
         .is_none()
     );
 }
+
+#[test]
+fn touch_propagates_recursively_and_hard_hits_raise_priority() {
+    // A row of five touching cubes along x, and a sixth cube to throw at it.
+    let mut scene = SceneSpec::towers(&[1]);
+    scene.objects.clear();
+    for i in 0..5 {
+        scene.objects.push(super::scene::ObjectSpec::cube(
+            0.25,
+            Vector3::new(i as f32 * 0.5005, 0.25, 0.0),
+        ));
+    }
+    scene.objects.push(super::scene::ObjectSpec::cube(
+        0.25,
+        Vector3::new(-2.0, 0.25, 0.0),
+    ));
+    let mut guest = World::new(guest_config(3), &scene);
+    for _ in 0..40 {
+        guest.step();
+    }
+    assert!((0..6).all(|id| guest.is_at_rest(id)));
+    guest.set_hand_pose(3, Hand::Left, guest.physics_pose(5));
+    guest.grab(3, Hand::Left, 5).unwrap();
+    guest.throw(
+        3,
+        Hand::Left,
+        Vector3::new(10.0, 0.0, 0.0),
+        Vector3::zeros(),
+    );
+    let mut hardest_hit_priority: f32 = 0.0;
+    for _ in 0..40 {
+        guest.step();
+        hardest_hit_priority = hardest_hit_priority.max(guest.priorities()[0]);
+    }
+    for id in 0..5 {
+        let view = guest.authority(id).view;
+        assert_eq!((view.authority, view.authority_seq), (3, 1), "cube {id}");
+    }
+    assert_eq!(hardest_hit_priority, super::priority::COLLISION_PRIORITY);
+    // The host side never propagates: its authority is the default.
+    let mut host = World::new(WorldConfig::default(), &scene);
+    host.set_hand_pose(0, Hand::Left, host.physics_pose(5));
+    host.grab(0, Hand::Left, 5).unwrap();
+    host.throw(
+        0,
+        Hand::Left,
+        Vector3::new(10.0, 0.0, 0.0),
+        Vector3::zeros(),
+    );
+    for _ in 0..40 {
+        host.step();
+    }
+    assert!((0..5).all(|id| host.authority(id).view == Default::default()));
+}
+
+#[test]
+fn the_host_judges_guest_updates() {
+    let mut host = World::new(WorldConfig::default(), &SceneSpec::table());
+    let mut guest = World::new(guest_config(1), &SceneSpec::table());
+    guest.set_hand_pose(1, Hand::Left, guest.physics_pose(7));
+    guest.grab(1, Hand::Left, 7).unwrap();
+    guest.throw(1, Hand::Left, Vector3::new(0.0, 3.0, 0.0), Vector3::zeros());
+    guest.step();
+    let update = guest.object_state(7);
+    let from_guest = Direction::GuestToHost { sender: 1 };
+    assert_eq!(
+        host.receive_object_state(7, from_guest, &update),
+        Verdict::Accept
+    );
+    assert_eq!(host.authority(7).view.authority, 1);
+    let physics = host.physics_pose(7).translation.vector;
+    assert!((physics - guest.physics_pose(7).translation.vector).norm() < 2e-3);
+    // A replay of the same update is a tie the host agrees with; a stale one is rejected.
+    assert_eq!(
+        host.receive_object_state(7, from_guest, &update),
+        Verdict::Accept
+    );
+    let mut stale = update;
+    stale.ownership_seq = 0;
+    assert_eq!(
+        host.receive_object_state(7, from_guest, &stale),
+        Verdict::Reject
+    );
+    // Another guest cannot claim player 1's object on a tie.
+    let mut rival = update;
+    rival.authority = 2;
+    let from_rival = Direction::GuestToHost { sender: 2 };
+    assert_eq!(
+        host.receive_object_state(7, from_rival, &rival),
+        Verdict::Reject
+    );
+    // The host's echo confirms the guest's authority.
+    let echo = host.object_state(7);
+    let to_guest = Direction::HostToGuest { guest: 1 };
+    assert!(!guest.authority(7).confirmed);
+    assert_eq!(
+        guest.receive_object_state(7, to_guest, &echo),
+        Verdict::Confirm
+    );
+    assert!(guest.authority(7).confirmed);
+}
+
+#[test]
+fn a_resting_cube_falls_when_its_support_is_taken_away() {
+    let mut world = World::new(WorldConfig::default(), &SceneSpec::towers(&[2]));
+    for _ in 0..60 {
+        world.step();
+    }
+    assert!(world.is_at_rest(0) && world.is_at_rest(1));
+    // Snatch the bottom cube away in one step (a teleporting hand): no friction drags the top cube along.
+    let start = world.physics_pose(0);
+    world.set_hand_pose(0, Hand::Left, start);
+    world.grab(0, Hand::Left, 0).unwrap();
+    world.set_hand_pose(0, Hand::Left, Isometry3::translation(3.0, 0.0, 0.0) * start);
+    for _ in 0..60 {
+        world.step();
+    }
+    let top = world.physics_pose(1).translation.vector;
+    assert!(top.y < 0.3, "the top cube fell to the floor: {top:?}");
+}
