@@ -46,6 +46,11 @@ pub const WAKE_ANGULAR_SPEED: f32 = 0.5;
 /// touches nothing at all wakes up too.
 pub const STIR_SPEED: f32 = 0.05;
 
+/// A received update named an object the scene does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no object {0} in this scene")]
+pub struct UnknownObject(pub ObjectId);
+
 /// How a world is simulated.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WorldConfig {
@@ -438,8 +443,16 @@ impl World {
         }
     }
 
+    /// Every object's wire state, indexed by id.
+    pub fn object_states(&self) -> Vec<ObjectState> {
+        (0..self.objects.len())
+            .map(|id| self.object_state(id as ObjectId))
+            .collect()
+    }
+
     /// Applies a received body state to physics at once; the rendered pose keeps showing where the object
-    /// was and blends the jump out over the following frames. A held object is left alone.
+    /// was and blends the jump out over the following frames. A held object is left alone. Panics on an id
+    /// outside the scene (as do the other per-object methods; [`World::receive_object_state`] checks).
     pub fn apply_body_state(&mut self, id: ObjectId, state: &BodyState) {
         let quant = self.config.quant;
         let object = &mut self.objects[usize::from(id)];
@@ -463,13 +476,17 @@ impl World {
 
     /// Judges a received object update against this peer's view ([`authority::judge_update`]) and applies
     /// what wins: the authority bookkeeping, and on [`Verdict::Accept`] the body state. An accepted update for
-    /// an object held by a local hand means the grab lost: the hand lets go.
+    /// an object held by a local hand means the grab lost: the hand lets go. An id outside the scene (network
+    /// input is hostile) is an error and changes nothing.
     pub fn receive_object_state(
         &mut self,
         id: ObjectId,
         direction: Direction,
         state: &ObjectState,
-    ) -> Verdict {
+    ) -> Result<Verdict, UnknownObject> {
+        if usize::from(id) >= self.objects.len() {
+            return Err(UnknownObject(id));
+        }
         let update = AuthorityView {
             authority: state.authority,
             authority_seq: state.authority_seq,
@@ -484,7 +501,7 @@ impl World {
             }
             self.apply_body_state(id, &state.body);
         }
-        verdict
+        Ok(verdict)
     }
 
     /// The physics pose of an object.

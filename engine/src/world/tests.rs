@@ -19,9 +19,7 @@ fn guest_config(player: u8) -> WorldConfig {
 }
 
 fn states(world: &World) -> Vec<ObjectState> {
-    (0..world.object_count() as u16)
-        .map(|id| world.object_state(id))
-        .collect()
+    world.object_states()
 }
 
 #[test]
@@ -236,7 +234,9 @@ fn authority_returns_to_default_after_confirmation_and_rest() {
     );
     // The host echoes the guest's authority: confirmed.
     let echo = guest.object_state(0);
-    let verdict = guest.receive_object_state(0, Direction::HostToGuest { guest: 1 }, &echo);
+    let verdict = guest
+        .receive_object_state(0, Direction::HostToGuest { guest: 1 }, &echo)
+        .unwrap();
     assert_eq!(verdict, Verdict::Confirm);
     let mut returned_after = None;
     for frame in 1..=120 {
@@ -255,7 +255,9 @@ fn authority_returns_to_default_after_confirmation_and_rest() {
         "a pending return is sent until the host acks it"
     );
     let ack = guest.object_state(0);
-    guest.receive_object_state(0, Direction::HostToGuest { guest: 1 }, &ack);
+    guest
+        .receive_object_state(0, Direction::HostToGuest { guest: 1 }, &ack)
+        .unwrap();
     assert!(!guest.authority(0).pending_commit);
     assert_eq!(guest.priorities()[0], NEVER_SEND);
 }
@@ -266,7 +268,9 @@ fn received_state_applies_at_once_and_renders_smoothly() {
     let mut guest = World::new(guest_config(1), &SceneSpec::table());
     let mut state = host.object_state(3);
     state.body.position[0] += 256; // half a metre along x
-    let verdict = guest.receive_object_state(3, Direction::HostToGuest { guest: 1 }, &state);
+    let verdict = guest
+        .receive_object_state(3, Direction::HostToGuest { guest: 1 }, &state)
+        .unwrap();
     assert_eq!(verdict, Verdict::Accept);
     let physics = guest.physics_pose(3).translation.vector;
     let render = guest.render_pose(3).translation.vector;
@@ -422,7 +426,7 @@ fn the_host_judges_guest_updates() {
     let update = guest.object_state(7);
     let from_guest = Direction::GuestToHost { sender: 1 };
     assert_eq!(
-        host.receive_object_state(7, from_guest, &update),
+        host.receive_object_state(7, from_guest, &update).unwrap(),
         Verdict::Accept
     );
     assert_eq!(host.authority(7).view.authority, 1);
@@ -430,13 +434,13 @@ fn the_host_judges_guest_updates() {
     assert!((physics - guest.physics_pose(7).translation.vector).norm() < 2e-3);
     // A replay of the same update is a tie the host agrees with; a stale one is rejected.
     assert_eq!(
-        host.receive_object_state(7, from_guest, &update),
+        host.receive_object_state(7, from_guest, &update).unwrap(),
         Verdict::Accept
     );
     let mut stale = update;
     stale.ownership_seq = 0;
     assert_eq!(
-        host.receive_object_state(7, from_guest, &stale),
+        host.receive_object_state(7, from_guest, &stale).unwrap(),
         Verdict::Reject
     );
     // Another guest cannot claim player 1's object on a tie.
@@ -444,7 +448,7 @@ fn the_host_judges_guest_updates() {
     rival.authority = 2;
     let from_rival = Direction::GuestToHost { sender: 2 };
     assert_eq!(
-        host.receive_object_state(7, from_rival, &rival),
+        host.receive_object_state(7, from_rival, &rival).unwrap(),
         Verdict::Reject
     );
     // The host's echo confirms the guest's authority.
@@ -452,7 +456,7 @@ fn the_host_judges_guest_updates() {
     let to_guest = Direction::HostToGuest { guest: 1 };
     assert!(!guest.authority(7).confirmed);
     assert_eq!(
-        guest.receive_object_state(7, to_guest, &echo),
+        guest.receive_object_state(7, to_guest, &echo).unwrap(),
         Verdict::Confirm
     );
     assert!(guest.authority(7).confirmed);
@@ -475,4 +479,43 @@ fn a_resting_cube_falls_when_its_support_is_taken_away() {
     }
     let top = world.physics_pose(1).translation.vector;
     assert!(top.y < 0.3, "the top cube fell to the floor: {top:?}");
+}
+
+#[test]
+fn unknown_objects_in_updates_are_errors() {
+    let mut world = World::new(WorldConfig::default(), &SceneSpec::table());
+    let state = world.object_state(0);
+    let result = world.receive_object_state(64, Direction::GuestToHost { sender: 1 }, &state);
+    assert_eq!(result, Err(super::UnknownObject(64)));
+    let mut avatar = world.avatar_state(2);
+    avatar.hands[0].held = Some(physync_codec::HeldObject {
+        object: 500,
+        ..Default::default()
+    });
+    world.apply_avatar_state(&avatar);
+    assert_eq!(world.grip(2, Hand::Left), None);
+}
+
+#[test]
+fn simultaneous_grabs_go_to_the_host() {
+    let mut host = World::new(WorldConfig::default(), &SceneSpec::table());
+    let mut guest = World::new(guest_config(1), &SceneSpec::table());
+    for world in [&mut host, &mut guest] {
+        let player = world.local_player();
+        world.set_hand_pose(player, Hand::Left, world.physics_pose(4));
+        world.grab(player, Hand::Left, 4).unwrap();
+    }
+    let host_avatar = host.avatar_state(0);
+    let guest_avatar = guest.avatar_state(1);
+    host.apply_avatar_state(&guest_avatar);
+    guest.apply_avatar_state(&host_avatar);
+    assert_eq!(
+        host.grip(0, Hand::Left).map(|g| g.object),
+        Some(4),
+        "the host keeps it"
+    );
+    assert_eq!(host.grip(1, Hand::Left), None);
+    assert_eq!(guest.grip(1, Hand::Left), None, "the guest lets go");
+    assert_eq!(guest.grip(0, Hand::Left).map(|g| g.object), Some(4));
+    assert_eq!(guest.authority(4).view.authority, DEFAULT_AUTHORITY);
 }
