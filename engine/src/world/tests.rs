@@ -519,3 +519,84 @@ fn simultaneous_grabs_go_to_the_host() {
     assert_eq!(guest.grip(0, Hand::Left).map(|g| g.object), Some(4));
     assert_eq!(guest.authority(4).view.authority, DEFAULT_AUTHORITY);
 }
+
+#[test]
+fn a_replica_fed_lossy_states_holds_the_tower_still() {
+    use rand::{Rng, SeedableRng};
+    let scene = SceneSpec::towers(&[20]);
+    let mut host = World::new(WorldConfig::default(), &scene);
+    let mut guest = World::new(guest_config(1), &scene);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
+    let to_guest = Direction::HostToGuest { guest: 1 };
+    let exchange = |host: &mut World, guest: &mut World, rng: &mut rand_chacha::ChaCha8Rng| {
+        host.step();
+        guest.step();
+        if rng.random_bool(0.95) {
+            for (id, state) in host.object_states().iter().enumerate() {
+                guest
+                    .receive_object_state(id as u16, to_guest, state)
+                    .unwrap();
+            }
+        }
+    };
+    for _ in 0..300 {
+        exchange(&mut host, &mut guest, &mut rng);
+    }
+    assert!((0..20).all(|id| host.is_at_rest(id) && guest.is_at_rest(id)));
+    let reference = host.object_states();
+    for frame in 0..3600 {
+        exchange(&mut host, &mut guest, &mut rng);
+        assert_eq!(guest.object_states(), reference, "replica, frame {frame}");
+        assert_eq!(host.object_states(), reference, "authority, frame {frame}");
+    }
+}
+
+#[test]
+fn a_replica_of_a_falling_pile_converges_under_loss() {
+    use rand::{Rng, SeedableRng};
+    let scene = SceneSpec::pile(64, 9);
+    let mut host = World::new(WorldConfig::default(), &scene);
+    let mut guest = World::new(guest_config(2), &scene);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let to_guest = Direction::HostToGuest { guest: 2 };
+    for _ in 0..600 {
+        host.step();
+        guest.step();
+        if rng.random_bool(0.95) {
+            for (id, state) in host.object_states().iter().enumerate() {
+                guest
+                    .receive_object_state(id as u16, to_guest, state)
+                    .unwrap();
+            }
+        }
+    }
+    let quantum = 1.0 / 512.0;
+    for id in 0..64 {
+        let (h, g) = (host.physics_pose(id), guest.physics_pose(id));
+        let distance = (h.translation.vector - g.translation.vector).norm();
+        assert!(distance <= quantum, "object {id}: {distance}");
+        assert!(h.rotation.angle_to(&g.rotation) < 0.01, "object {id}");
+    }
+}
+
+#[test]
+fn a_released_object_keeps_the_hand_velocity() {
+    let mut world = World::new(WorldConfig::default(), &SceneSpec::table());
+    let start = Isometry3::translation(0.0, 2.0, 0.0) * world.physics_pose(20);
+    world.set_hand_pose(0, Hand::Right, world.physics_pose(20));
+    world.grab(0, Hand::Right, 20).unwrap();
+    let dt = world.dt();
+    for i in 1..=20 {
+        let pose = Isometry3::translation(2.0 * dt * i as f32, 0.0, 0.0) * start;
+        world.set_hand_pose(0, Hand::Right, pose);
+        world.step();
+    }
+    world.release(0, Hand::Right);
+    let v = world.linear_velocity(20);
+    assert!((v.x - 2.0).abs() < 0.05, "released at {v:?}");
+    world.step();
+    assert!(
+        world.linear_velocity(20).x > 1.9,
+        "still flying after the release"
+    );
+}
