@@ -1,5 +1,6 @@
-//! Step cost of the peer world: 1000 cubes with quantize-both-sides and at-rest detection, against rapier
-//! alone (its own sleep, no rules) on the same seeded scene.
+//! Step cost of the peer world: 1000 cubes dropped into a pile (seeded), with quantize-both-sides and at-rest
+//! detection, against rapier alone (its own sleep, none of the rules) on the same scene. Steps of the two
+//! worlds are timed alternately.
 
 use std::time::Instant;
 
@@ -43,35 +44,41 @@ struct Timings {
     p99: f64,
 }
 
-fn time_steps(frames: usize, mut step: impl FnMut()) -> Timings {
-    let mut samples: Vec<f64> = (0..frames)
-        .map(|_| {
-            let start = Instant::now();
-            step();
-            start.elapsed().as_secs_f64() * 1000.0
-        })
-        .collect();
-    let mean = samples.iter().sum::<f64>() / samples.len().max(1) as f64;
-    samples.sort_by(f64::total_cmp);
-    let p99 = samples
-        .get(((samples.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
-        .copied()
-        .unwrap_or(0.0);
-    Timings { mean, p99 }
+impl Timings {
+    fn of(mut samples: Vec<f64>) -> Self {
+        let mean = samples.iter().sum::<f64>() / samples.len().max(1) as f64;
+        samples.sort_by(f64::total_cmp);
+        let p99 = samples
+            .get(((samples.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
+            .copied()
+            .unwrap_or(0.0);
+        Self { mean, p99 }
+    }
+}
+
+fn timed(step: impl FnOnce()) -> f64 {
+    let start = Instant::now();
+    step();
+    start.elapsed().as_secs_f64() * 1000.0
 }
 
 fn main() {
     let args = Args::parse();
     let scene = SceneSpec::pile(args.cubes, args.seed);
 
+    // The two worlds step alternately, so load from other processes falls on both alike.
     let mut world = World::new(WorldConfig::default(), &scene);
-    let ours = time_steps(args.frames, || world.step());
+    let mut baseline = World::new(WorldConfig::rapier_only(), &scene);
+    let mut ours = Vec::with_capacity(args.frames);
+    let mut rapier = Vec::with_capacity(args.frames);
+    for _ in 0..args.frames {
+        ours.push(timed(|| world.step()));
+        rapier.push(timed(|| baseline.step_physics_only()));
+    }
+    let (ours, rapier) = (Timings::of(ours), Timings::of(rapier));
     let at_rest_at_end = (0..world.object_count() as u16)
         .filter(|&id| world.is_at_rest(id))
         .count();
-
-    let mut baseline = World::new(WorldConfig::rapier_only(), &scene);
-    let rapier = time_steps(args.frames, || baseline.step_physics_only());
 
     let report = Report {
         cubes: args.cubes,
