@@ -68,7 +68,8 @@ impl World {
         Ok(())
     }
 
-    /// Moves a player's hand; an object it holds follows over the next step.
+    /// Moves a player's hand; an object it holds follows over the next step. Panics if `player` is not below
+    /// [`MAX_PLAYERS`] (local input; remote hands arrive through [`World::apply_avatar_state`], which checks).
     pub fn set_hand_pose(&mut self, player: PlayerIndex, hand: Hand, pose: Isometry3<f32>) {
         let slot = &mut self.avatars[usize::from(player)];
         slot.pose.hands[hand.index()] = pose;
