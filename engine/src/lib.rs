@@ -1,8 +1,11 @@
 //! physync-engine: the simulation and its rules, shared by every role.
 //!
 //! The engine holds what both the peer-hosted mode and the dedicated-server mode need beside the wire codec:
-//! the physics world and its rules, and the transports that carry datagrams between sans-IO protocol cores
-//! (a laminar UDP driver for real sockets, an in-memory network with a link conditioner for tests).
+//! - [`world`]: the peer-hosted world, a fixed-step rapier3d simulation with quantize-both-sides, at-rest
+//!   detection, authority and ownership, interactions, avatars, priorities and visual smoothing;
+//! - [`transport`]: the transports that carry datagrams between sans-IO protocol cores (a laminar UDP driver for
+//!   real sockets, an in-memory network with a link conditioner for tests).
 #![warn(missing_docs)]
 
 pub mod transport;
+pub mod world;

@@ -1,0 +1,215 @@
+//! Avatars: a head and two hands per player, and the objects the hands hold.
+//!
+//! A held object travels in its holder's avatar state (object id, pose relative to the hand, sequences), not
+//! as an object update; a peer receiving the avatar attaches the object to the hand and detaches it when the
+//! avatar no longer lists it.
+
+use nalgebra::{Isometry3, Translation3};
+use physync_codec::{AvatarState, HandState, HeldObject, QuantizedPose, seq_newer};
+use rapier3d::prelude::RigidBodyType;
+
+use super::authority::{AuthorityView, DEFAULT_AUTHORITY, PlayerIndex};
+use super::convert::{quat_from_array, quat_to_array, vec_from_array, vec_to_array};
+use super::scene::ObjectId;
+use super::{Holder, World};
+
+/// Players a session holds (host included).
+pub const MAX_PLAYERS: usize = 4;
+
+/// One of an avatar's two hands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hand {
+    /// Index 0 on the wire.
+    Left,
+    /// Index 1 on the wire.
+    Right,
+}
+
+impl Hand {
+    /// Both hands, in wire order.
+    pub const BOTH: [Hand; 2] = [Hand::Left, Hand::Right];
+
+    /// The hand's index in [`AvatarState::hands`].
+    pub fn index(self) -> usize {
+        match self {
+            Hand::Left => 0,
+            Hand::Right => 1,
+        }
+    }
+}
+
+/// Where an avatar's head and hands are.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AvatarPose {
+    /// The head.
+    pub head: Isometry3<f32>,
+    /// Left and right hands.
+    pub hands: [Isometry3<f32>; 2],
+}
+
+/// An object held in a hand, and where it sits relative to the hand.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Grip {
+    /// The held object.
+    pub object: ObjectId,
+    /// Its pose in the hand's frame.
+    pub relative: Isometry3<f32>,
+}
+
+/// One player's avatar inside a world.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct AvatarSlot {
+    pub(crate) pose: AvatarPose,
+    pub(crate) grips: [Option<Grip>; 2],
+}
+
+impl AvatarSlot {
+    /// An avatar standing at `head`, hands half a metre ahead of it to either side.
+    pub(crate) fn at(head: Isometry3<f32>) -> Self {
+        let hand = |x: f32| head * Isometry3::translation(x, -0.5, 0.5);
+        Self {
+            pose: AvatarPose {
+                head,
+                hands: [hand(-0.3), hand(0.3)],
+            },
+            grips: [None, None],
+        }
+    }
+}
+
+fn pose_to_quantized(world: &World, pose: &Isometry3<f32>) -> QuantizedPose {
+    QuantizedPose::quantize(
+        &world.config.quant,
+        vec_to_array(&pose.translation.vector),
+        quat_to_array(&pose.rotation),
+    )
+}
+
+fn pose_from_quantized(world: &World, pose: &QuantizedPose) -> Isometry3<f32> {
+    let quant = &world.config.quant;
+    Isometry3::from_parts(
+        Translation3::from(vec_from_array(quant.position.dequantize(pose.position))),
+        quat_from_array(quant.rotation.dequantize(pose.rotation)),
+    )
+}
+
+impl World {
+    /// A player's head and hand poses. Panics if `player` is not below [`MAX_PLAYERS`].
+    pub fn avatar_pose(&self, player: PlayerIndex) -> AvatarPose {
+        self.avatars[usize::from(player)].pose
+    }
+
+    /// What a player's hand holds.
+    pub fn grip(&self, player: PlayerIndex, hand: Hand) -> Option<Grip> {
+        self.avatars[usize::from(player)].grips[hand.index()]
+    }
+
+    /// Moves a player's head.
+    pub fn set_head_pose(&mut self, player: PlayerIndex, pose: Isometry3<f32>) {
+        self.avatars[usize::from(player)].pose.head = pose;
+    }
+
+    /// The avatar state to send for `player`: quantized head and hands, and each held object with its pose
+    /// relative to the hand and its sequences.
+    pub fn avatar_state(&self, player: PlayerIndex) -> AvatarState {
+        let slot = &self.avatars[usize::from(player)];
+        let hands = Hand::BOTH.map(|hand| {
+            let i = hand.index();
+            HandState {
+                pose: pose_to_quantized(self, &slot.pose.hands[i]),
+                held: slot.grips[i].map(|grip| {
+                    let view = self.authority(grip.object).view;
+                    HeldObject {
+                        object: grip.object,
+                        relative: pose_to_quantized(self, &grip.relative),
+                        authority_seq: view.authority_seq,
+                        ownership_seq: view.ownership_seq,
+                    }
+                }),
+            }
+        });
+        AvatarState {
+            player,
+            head: pose_to_quantized(self, &slot.pose.head),
+            hands,
+        }
+    }
+
+    /// Plays back a remote player's avatar state: moves head and hands, attaches the objects it holds and
+    /// detaches those it no longer lists. A held object is taken over when its ownership sequence is newer
+    /// than this peer's; on a tie only the host's avatar wins on a guest, and the host keeps its own view.
+    /// States for the local player, for unknown players or naming unknown objects are ignored.
+    pub fn apply_avatar_state(&mut self, state: &AvatarState) {
+        let player = state.player;
+        if usize::from(player) >= MAX_PLAYERS || player == self.config.local_player {
+            return;
+        }
+        let head = pose_from_quantized(self, &state.head);
+        self.set_head_pose(player, head);
+        for hand in Hand::BOTH {
+            let hand_state = &state.hands[hand.index()];
+            let pose = pose_from_quantized(self, &hand_state.pose);
+            let current = self.grip(player, hand);
+            let listed = hand_state
+                .held
+                .filter(|held| usize::from(held.object) < self.object_count());
+            if let Some(grip) = current
+                && listed.is_none_or(|held| held.object != grip.object)
+            {
+                self.detach(grip.object, Holder { player, hand });
+            }
+            if let Some(held) = listed {
+                let holder = Holder { player, hand };
+                let already = self.holder(held.object) == Some(holder);
+                if !already && self.takes_over(held) {
+                    if let Some(other) = self.holder(held.object) {
+                        self.detach(held.object, other);
+                    }
+                    let relative = pose_from_quantized(self, &held.relative);
+                    self.attach(held.object, holder, relative);
+                    let authority = &mut self.objects[usize::from(held.object)].authority;
+                    authority.view = AuthorityView {
+                        authority: player,
+                        authority_seq: held.authority_seq,
+                        ownership_seq: held.ownership_seq,
+                    };
+                    authority.confirmed = true;
+                    authority.pending_commit = false;
+                }
+            }
+            self.set_hand_pose(player, hand, pose);
+        }
+    }
+
+    fn takes_over(&self, held: HeldObject) -> bool {
+        let local = self.authority(held.object).view.ownership_seq;
+        seq_newer(held.ownership_seq, local)
+            || (held.ownership_seq == local && self.config.local_player != DEFAULT_AUTHORITY)
+    }
+
+    /// Puts an object in a hand: kinematic, following the hand.
+    pub(crate) fn attach(&mut self, id: ObjectId, holder: Holder, relative: Isometry3<f32>) {
+        self.avatars[usize::from(holder.player)].grips[holder.hand.index()] = Some(Grip {
+            object: id,
+            relative,
+        });
+        let object = &mut self.objects[usize::from(id)];
+        object.holder = Some(holder);
+        object.at_rest = false;
+        object.rest.clear();
+        self.set_body_type(id, RigidBodyType::KinematicPositionBased);
+    }
+
+    /// Takes an object out of a hand: dynamic again, keeping the velocity the hand gave it.
+    pub(crate) fn detach(&mut self, id: ObjectId, holder: Holder) {
+        let grips = &mut self.avatars[usize::from(holder.player)].grips[holder.hand.index()];
+        if grips.is_some_and(|g| g.object == id) {
+            *grips = None;
+        }
+        let object = &mut self.objects[usize::from(id)];
+        if object.holder == Some(holder) {
+            object.holder = None;
+            self.set_body_type(id, RigidBodyType::Dynamic);
+        }
+    }
+}

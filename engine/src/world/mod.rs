@@ -1,0 +1,615 @@
+//! The peer-hosted world: a fixed-step rapier3d simulation with the sample's networking rules on top.
+//!
+//! Each [`World::step`] runs, in order: quantize-both-sides (every free object's state is written back through
+//! the codec's quantization, so peers extrapolate from identical numbers), one rapier step, at-rest detection
+//! (a 16-frame pose history decides rest; resting objects are held perfectly still until something disturbs
+//! them), touch propagation of the local player's authority through contacts, return of confirmed authority
+//! to default after 60 frames at rest, and the priority and smoothing timers.
+//!
+//! The public API speaks nalgebra; rapier's glam types stay inside this module tree (see [`convert`]).
+
+pub mod at_rest;
+pub mod authority;
+pub mod avatar;
+pub mod convert;
+pub mod drive;
+pub mod interaction;
+pub mod priority;
+pub mod scene;
+pub mod smoothing;
+#[cfg(test)]
+mod tests;
+
+use nalgebra::{Isometry3, Translation3, Vector3};
+use physync_codec::{BodyState, ObjectState, QuantConfig};
+use rapier3d::prelude::{
+    ColliderBuilder, PhysicsWorld, RigidBodyBuilder, RigidBodyHandle, RigidBodyType,
+};
+
+use at_rest::RestDetector;
+use authority::{Authority, AuthorityView, DEFAULT_AUTHORITY, Direction, PlayerIndex, Verdict};
+use avatar::{AvatarSlot, Hand, MAX_PLAYERS};
+use convert::{
+    pose_from_rapier, pose_to_rapier, quat_from_array, quat_to_array, vec_from_array,
+    vec_from_rapier, vec_to_array, vec_to_rapier,
+};
+use priority::{HIGH_ENERGY_DELTA_V, PriorityTimers};
+use scene::{ObjectId, SceneSpec};
+use smoothing::RenderError;
+
+/// Linear speed (m/s) that a resting object must pick up in one step to be considered disturbed.
+pub const WAKE_LINEAR_SPEED: f32 = 0.2;
+/// Angular speed (rad/s) that a resting object must pick up in one step to be considered disturbed.
+pub const WAKE_ANGULAR_SPEED: f32 = 0.5;
+/// A resting object touching a held object, or a free object moving faster than this (m/s), wakes up: its
+/// support may be leaving, which the resting object's own velocity would not show. A resting object that
+/// touches nothing at all wakes up too.
+pub const STIR_SPEED: f32 = 0.05;
+
+/// A received update named an object the scene does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no object {0} in this scene")]
+pub struct UnknownObject(pub ObjectId);
+
+/// How a world is simulated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorldConfig {
+    /// Fixed steps per second (60 by default).
+    pub step_hz: u32,
+    /// The quantization shared with the codec.
+    pub quant: QuantConfig,
+    /// The player this peer is (0 = host).
+    pub local_player: PlayerIndex,
+    /// Cap on the speed at which the solver pushes penetrating bodies apart (m/s; the sample used 1). Set
+    /// as rapier's `IntegrationParameters::normalized_max_corrective_velocity` (length unit 1 m).
+    pub max_depenetration_speed: f32,
+    /// Write every free object's state back through the quantization before each step.
+    pub quantize_both_sides: bool,
+    /// Decide rest with the pose ring buffer (and disable rapier's sleep); when off, rapier's own sleep runs
+    /// and no object is ever reported at rest.
+    pub at_rest_detection: bool,
+    /// rapier solver iterations per step.
+    pub solver_iterations: usize,
+}
+
+impl Default for WorldConfig {
+    fn default() -> Self {
+        Self {
+            step_hz: 60,
+            quant: QuantConfig::default(),
+            local_player: DEFAULT_AUTHORITY,
+            max_depenetration_speed: 1.0,
+            quantize_both_sides: true,
+            at_rest_detection: true,
+            solver_iterations: 4,
+        }
+    }
+}
+
+impl WorldConfig {
+    /// Plain rapier: no quantization, no ring-buffer rest, rapier's sleep (the benchmark baseline).
+    pub fn rapier_only() -> Self {
+        Self {
+            quantize_both_sides: false,
+            at_rest_detection: false,
+            ..Self::default()
+        }
+    }
+}
+
+/// Who holds an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holder {
+    /// The holding player.
+    pub player: PlayerIndex,
+    /// Which hand.
+    pub hand: Hand,
+}
+
+/// One networked object's bookkeeping beside its rapier body.
+#[derive(Debug, Clone)]
+struct Object {
+    body: RigidBodyHandle,
+    half_extents: Vector3<f32>,
+    rest: RestDetector,
+    at_rest: bool,
+    rest_pose: Isometry3<f32>,
+    authority: Authority,
+    priority: PriorityTimers,
+    render_error: RenderError,
+    holder: Option<Holder>,
+}
+
+/// What one step's contact scan found.
+struct Contacts {
+    /// Object pairs with an active contact.
+    touching: Vec<(ObjectId, ObjectId)>,
+    /// Per object: it has an active contact with anything, the floor included.
+    supported: Vec<bool>,
+}
+
+/// The simulation of one peer.
+pub struct World {
+    physics: PhysicsWorld,
+    objects: Vec<Object>,
+    avatars: [AvatarSlot; MAX_PLAYERS],
+    config: WorldConfig,
+    frame: u64,
+    player_object: Option<ObjectId>,
+}
+
+impl World {
+    /// Builds a world from a scene. Panics if the scene has more than 65536 objects (ids are `u16`).
+    pub fn new(config: WorldConfig, scene: &SceneSpec) -> Self {
+        assert!(
+            scene.objects.len() <= usize::from(u16::MAX) + 1,
+            "object ids are u16"
+        );
+        assert!(config.step_hz > 0, "step rate must be positive");
+        let mut physics = PhysicsWorld::new();
+        physics.integration_parameters.dt = 1.0 / config.step_hz as f32;
+        physics
+            .integration_parameters
+            .normalized_max_corrective_velocity = config.max_depenetration_speed;
+        physics.integration_parameters.num_solver_iterations = config.solver_iterations;
+        let floor = scene.floor_half_extent;
+        physics.insert(
+            RigidBodyBuilder::fixed().translation(vec_to_rapier(&Vector3::new(0.0, -0.5, 0.0))),
+            ColliderBuilder::cuboid(floor, 0.5, floor).friction(0.8),
+        );
+        let objects = scene
+            .objects
+            .iter()
+            .enumerate()
+            .map(|(id, spec)| {
+                let (body, _) = physics.insert(
+                    RigidBodyBuilder::dynamic()
+                        .pose(pose_to_rapier(&spec.pose))
+                        .user_data(id as u128)
+                        .can_sleep(!config.at_rest_detection),
+                    ColliderBuilder::cuboid(
+                        spec.half_extents.x,
+                        spec.half_extents.y,
+                        spec.half_extents.z,
+                    )
+                    .density(spec.density)
+                    .friction(0.8)
+                    .restitution(0.0),
+                );
+                Object {
+                    body,
+                    half_extents: spec.half_extents,
+                    rest: RestDetector::default(),
+                    at_rest: false,
+                    rest_pose: spec.pose,
+                    authority: Authority::new(),
+                    priority: PriorityTimers::default(),
+                    render_error: RenderError::default(),
+                    holder: None,
+                }
+            })
+            .collect();
+        let avatars = std::array::from_fn(|p| AvatarSlot::at(scene.spawns[p]));
+        Self {
+            physics,
+            objects,
+            avatars,
+            config,
+            frame: 0,
+            player_object: scene.player_object,
+        }
+    }
+
+    /// The configuration this world runs with.
+    pub fn config(&self) -> &WorldConfig {
+        &self.config
+    }
+
+    /// The player this peer is.
+    pub fn local_player(&self) -> PlayerIndex {
+        self.config.local_player
+    }
+
+    /// Length of one step.
+    pub fn dt(&self) -> f32 {
+        self.physics.integration_parameters.dt
+    }
+
+    /// Steps taken since the world was built.
+    pub fn frame(&self) -> u64 {
+        self.frame
+    }
+
+    /// Number of networked objects; ids are `0..object_count()`.
+    pub fn object_count(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// The object scripted input drives, if the scene has one.
+    pub fn player_object(&self) -> Option<ObjectId> {
+        self.player_object
+    }
+
+    /// Advances the world by one fixed step.
+    pub fn step(&mut self) {
+        if self.config.quantize_both_sides || self.config.at_rest_detection {
+            self.write_back_before_step();
+        }
+        self.physics.step();
+        for object in &mut self.objects {
+            object.priority.tick();
+            object.render_error.decay();
+        }
+        let contacts = self.scan_contacts();
+        if self.config.at_rest_detection {
+            self.detect_rest(&contacts);
+        }
+        self.propagate_touch(&contacts.touching);
+        let local = self.config.local_player;
+        for object in &mut self.objects {
+            object
+                .authority
+                .tick_rest(local, object.at_rest, object.holder.is_some());
+        }
+        self.frame += 1;
+    }
+
+    /// Advances rapier alone by one step, skipping every rule of this module: the baseline that benchmarks
+    /// compare [`World::step`] against (pair it with [`WorldConfig::rapier_only`]).
+    pub fn step_physics_only(&mut self) {
+        self.physics.step();
+        self.frame += 1;
+    }
+
+    /// Quantize-both-sides and rest holding: every free object starts the step from its quantized state, and
+    /// a resting object from its resting pose with zero velocity.
+    fn write_back_before_step(&mut self) {
+        let quant = self.config.quant;
+        let quantize = self.config.quantize_both_sides;
+        for object in &self.objects {
+            if object.holder.is_some() {
+                continue;
+            }
+            let body = &mut self.physics.bodies[object.body];
+            if object.at_rest {
+                body.set_position(pose_to_rapier(&object.rest_pose), false);
+                body.set_linvel(vec_to_rapier(&Vector3::zeros()), false);
+                body.set_angvel(vec_to_rapier(&Vector3::zeros()), false);
+            } else if quantize {
+                let state = quantize_body(&quant, body, false);
+                write_body(body, &quant, &state);
+            }
+        }
+    }
+
+    /// Reads this step's contacts: marks high-energy collisions, and returns the object pairs in contact and
+    /// which objects touch anything at all (the floor included).
+    fn scan_contacts(&mut self) -> Contacts {
+        let mut touching = Vec::new();
+        let mut supported = vec![false; self.objects.len()];
+        let mut collided = Vec::new();
+        for pair in self.physics.contact_pairs() {
+            if !pair.has_any_active_contact() {
+                continue;
+            }
+            let body_of = |c| self.physics.colliders.get(c).and_then(|c| c.parent());
+            let (Some(b1), Some(b2)) = (body_of(pair.collider1), body_of(pair.collider2)) else {
+                continue;
+            };
+            let (rb1, rb2) = (&self.physics.bodies[b1], &self.physics.bodies[b2]);
+            let id_of = |rb: &rapier3d::prelude::RigidBody| {
+                rb.is_dynamic_or_kinematic()
+                    .then_some(rb.user_data as ObjectId)
+            };
+            let (id1, id2) = (id_of(rb1), id_of(rb2));
+            for id in id1.into_iter().chain(id2) {
+                supported[usize::from(id)] = true;
+            }
+            let lightest = [rb1, rb2]
+                .iter()
+                .filter(|rb| rb.is_dynamic())
+                .map(|rb| rb.mass())
+                .fold(f32::INFINITY, f32::min);
+            if lightest.is_finite()
+                && lightest > 0.0
+                && pair.total_impulse_magnitude() / lightest >= HIGH_ENERGY_DELTA_V
+            {
+                collided.extend(id1.into_iter().chain(id2));
+            }
+            if let (Some(a), Some(b)) = (id1, id2) {
+                touching.push((a, b));
+            }
+        }
+        for id in collided {
+            self.objects[usize::from(id)].priority.collided();
+        }
+        Contacts {
+            touching,
+            supported,
+        }
+    }
+
+    /// The ring buffer decides rest; resting objects stay put unless this step disturbed them.
+    fn detect_rest(&mut self, contacts: &Contacts) {
+        let quant = self.config.quant;
+        let stirring: Vec<bool> = self
+            .objects
+            .iter()
+            .map(|o| {
+                o.holder.is_some()
+                    || (!o.at_rest && self.physics.bodies[o.body].linvel().length() > STIR_SPEED)
+            })
+            .collect();
+        let mut stirred = vec![false; self.objects.len()];
+        for &(a, b) in &contacts.touching {
+            let (a, b) = (usize::from(a), usize::from(b));
+            stirred[a] |= stirring[b];
+            stirred[b] |= stirring[a];
+        }
+        for ((object, stirred), supported) in self
+            .objects
+            .iter_mut()
+            .zip(stirred)
+            .zip(&contacts.supported)
+        {
+            let body = &mut self.physics.bodies[object.body];
+            if object.holder.is_some() {
+                object.rest.clear();
+                object.at_rest = false;
+                continue;
+            }
+            if object.at_rest {
+                let disturbed = stirred
+                    || !supported
+                    || body.linvel().length() > WAKE_LINEAR_SPEED
+                    || body.angvel().length() > WAKE_ANGULAR_SPEED;
+                if disturbed {
+                    object.at_rest = false;
+                    object.rest.clear();
+                } else {
+                    body.set_position(pose_to_rapier(&object.rest_pose), false);
+                    body.set_linvel(vec_to_rapier(&Vector3::zeros()), false);
+                    body.set_angvel(vec_to_rapier(&Vector3::zeros()), false);
+                }
+                continue;
+            }
+            let state = quantize_body(&quant, body, false);
+            let pose = state_pose(&quant, &state);
+            if object.rest.push(pose.translation.vector, pose.rotation) {
+                object.at_rest = true;
+                object.rest_pose = pose;
+                body.set_position(pose_to_rapier(&pose), false);
+                body.set_linvel(vec_to_rapier(&Vector3::zeros()), false);
+                body.set_angvel(vec_to_rapier(&Vector3::zeros()), false);
+            }
+        }
+    }
+
+    /// Touch: objects in contact with a moving object under the local player's authority take that
+    /// authority, recursively through contacts (sequence +1 each). Only a guest does this; the host's
+    /// authority is the default.
+    fn propagate_touch(&mut self, touching: &[(ObjectId, ObjectId)]) {
+        let local = self.config.local_player;
+        if local == DEFAULT_AUTHORITY || touching.is_empty() {
+            return;
+        }
+        let mut frontier: Vec<ObjectId> = (0..self.objects.len())
+            .filter(|&i| {
+                let o = &self.objects[i];
+                o.authority.view.authority == local && !o.at_rest
+            })
+            .map(|i| i as ObjectId)
+            .collect();
+        while let Some(source) = frontier.pop() {
+            for &(a, b) in touching {
+                let other = if a == source {
+                    b
+                } else if b == source {
+                    a
+                } else {
+                    continue;
+                };
+                let o = &mut self.objects[usize::from(other)];
+                if o.holder.is_none() && o.authority.view.authority == DEFAULT_AUTHORITY {
+                    o.authority.touch(local);
+                    frontier.push(other);
+                }
+            }
+        }
+    }
+
+    /// The object's state as it goes on the wire: quantized body, at-rest bit, authority and sequences.
+    pub fn object_state(&self, id: ObjectId) -> ObjectState {
+        let object = &self.objects[usize::from(id)];
+        let body = &self.physics.bodies[object.body];
+        let state = if object.at_rest {
+            BodyState::quantize(
+                &self.config.quant,
+                vec_to_array(&object.rest_pose.translation.vector),
+                quat_to_array(&object.rest_pose.rotation),
+                [0.0; 3],
+                [0.0; 3],
+                true,
+            )
+        } else {
+            quantize_body(&self.config.quant, body, false)
+        };
+        let view = object.authority.view;
+        ObjectState {
+            body: state,
+            authority: view.authority,
+            authority_seq: view.authority_seq,
+            ownership_seq: view.ownership_seq,
+        }
+    }
+
+    /// Every object's wire state, indexed by id.
+    pub fn object_states(&self) -> Vec<ObjectState> {
+        (0..self.objects.len())
+            .map(|id| self.object_state(id as ObjectId))
+            .collect()
+    }
+
+    /// Applies a received body state to physics at once; the rendered pose keeps showing where the object
+    /// was and blends the jump out over the following frames. A held object is left alone. Panics on an id
+    /// outside the scene (as do the other per-object methods; [`World::receive_object_state`] checks).
+    pub fn apply_body_state(&mut self, id: ObjectId, state: &BodyState) {
+        let quant = self.config.quant;
+        let object = &mut self.objects[usize::from(id)];
+        if object.holder.is_some() {
+            return;
+        }
+        let body = &mut self.physics.bodies[object.body];
+        let before = pose_from_rapier(body.position());
+        let shown = object.render_error.apply(&before);
+        write_body(body, &quant, state);
+        let after = state_pose(&quant, state);
+        object.render_error = RenderError::between(&shown, &after);
+        if state.at_rest && self.config.at_rest_detection {
+            object.at_rest = true;
+            object.rest_pose = after;
+        } else {
+            object.at_rest = false;
+            object.rest.clear();
+        }
+    }
+
+    /// Judges a received object update against this peer's view ([`authority::judge_update`]) and applies
+    /// what wins: the authority bookkeeping, and on [`Verdict::Accept`] the body state. An accepted update for
+    /// an object held by a local hand means the grab lost: the hand lets go. An id outside the scene (network
+    /// input is hostile) is an error and changes nothing.
+    pub fn receive_object_state(
+        &mut self,
+        id: ObjectId,
+        direction: Direction,
+        state: &ObjectState,
+    ) -> Result<Verdict, UnknownObject> {
+        if usize::from(id) >= self.objects.len() {
+            return Err(UnknownObject(id));
+        }
+        let update = AuthorityView {
+            authority: state.authority,
+            authority_seq: state.authority_seq,
+            ownership_seq: state.ownership_seq,
+        };
+        let object = &mut self.objects[usize::from(id)];
+        let verdict = authority::judge_update(direction, object.authority.view, update);
+        object.authority.apply_verdict(verdict, update);
+        if verdict == Verdict::Accept {
+            if let Some(holder) = object.holder {
+                self.detach(id, holder);
+            }
+            self.apply_body_state(id, &state.body);
+        }
+        Ok(verdict)
+    }
+
+    /// The physics pose of an object.
+    pub fn physics_pose(&self, id: ObjectId) -> Isometry3<f32> {
+        pose_from_rapier(self.physics.bodies[self.objects[usize::from(id)].body].position())
+    }
+
+    /// The pose to draw: physics pose plus the correction still being blended out.
+    pub fn render_pose(&self, id: ObjectId) -> Isometry3<f32> {
+        let object = &self.objects[usize::from(id)];
+        object.render_error.apply(&self.physics_pose(id))
+    }
+
+    /// Linear velocity of an object (m/s).
+    pub fn linear_velocity(&self, id: ObjectId) -> Vector3<f32> {
+        vec_from_rapier(self.physics.bodies[self.objects[usize::from(id)].body].linvel())
+    }
+
+    /// Half extents of an object's box.
+    pub fn half_extents(&self, id: ObjectId) -> Vector3<f32> {
+        self.objects[usize::from(id)].half_extents
+    }
+
+    /// An object's authority bookkeeping.
+    pub fn authority(&self, id: ObjectId) -> &Authority {
+        &self.objects[usize::from(id)].authority
+    }
+
+    /// Who holds an object, if anyone.
+    pub fn holder(&self, id: ObjectId) -> Option<Holder> {
+        self.objects[usize::from(id)].holder
+    }
+
+    /// Whether the object is at rest (ring-buffer decision).
+    pub fn is_at_rest(&self, id: ObjectId) -> bool {
+        self.objects[usize::from(id)].at_rest
+    }
+
+    /// This frame's send priority of every object, indexed by id, for the codec's priority accumulator:
+    /// 1 by default, 10 for 15 frames after a high-energy collision, 1,000,000 for 60 frames after a throw,
+    /// -1 for held objects and objects this peer has no business sending (on a guest: anything not under its
+    /// authority and not awaiting the host's acknowledgement of a return to default).
+    pub fn priorities(&self) -> Vec<f32> {
+        let local = self.config.local_player;
+        self.objects
+            .iter()
+            .map(|o| {
+                let ours = local == DEFAULT_AUTHORITY
+                    || o.authority.view.authority == local
+                    || o.authority.pending_commit;
+                o.priority.priority(ours && o.holder.is_none())
+            })
+            .collect()
+    }
+
+    /// Sets an object's horizontal velocity and a matching rolling spin, keeping its vertical velocity
+    /// (scripted drive of the katamari's player cube).
+    pub fn drive_object(&mut self, id: ObjectId, horizontal_velocity: Vector3<f32>) {
+        let object = &self.objects[usize::from(id)];
+        let radius = object.half_extents.y.max(1e-3);
+        let body = &mut self.physics.bodies[object.body];
+        let current = vec_from_rapier(body.linvel());
+        let v = Vector3::new(horizontal_velocity.x, current.y, horizontal_velocity.z);
+        let spin = Vector3::y().cross(&horizontal_velocity) / radius;
+        body.set_linvel(vec_to_rapier(&v), true);
+        body.set_angvel(vec_to_rapier(&spin), true);
+    }
+
+    fn set_body_type(&mut self, id: ObjectId, kind: RigidBodyType) {
+        let handle = self.objects[usize::from(id)].body;
+        self.physics.bodies[handle].set_body_type(kind, true);
+    }
+}
+
+/// Quantizes a rapier body's state with the codec.
+fn quantize_body(
+    quant: &QuantConfig,
+    body: &rapier3d::prelude::RigidBody,
+    at_rest: bool,
+) -> BodyState {
+    let pose = pose_from_rapier(body.position());
+    BodyState::quantize(
+        quant,
+        vec_to_array(&pose.translation.vector),
+        quat_to_array(&pose.rotation),
+        vec_to_array(&vec_from_rapier(body.linvel())),
+        vec_to_array(&vec_from_rapier(body.angvel())),
+        at_rest,
+    )
+}
+
+/// The float pose a quantized state stands for.
+fn state_pose(quant: &QuantConfig, state: &BodyState) -> Isometry3<f32> {
+    Isometry3::from_parts(
+        Translation3::from(vec_from_array(state.position_f32(quant))),
+        quat_from_array(state.rotation_f32(quant)),
+    )
+}
+
+/// Writes a quantized state into a rapier body.
+fn write_body(body: &mut rapier3d::prelude::RigidBody, quant: &QuantConfig, state: &BodyState) {
+    body.set_position(pose_to_rapier(&state_pose(quant, state)), true);
+    body.set_linvel(
+        vec_to_rapier(&vec_from_array(state.linear_velocity_f32(quant))),
+        true,
+    );
+    body.set_angvel(
+        vec_to_rapier(&vec_from_array(state.angular_velocity_f32(quant))),
+        true,
+    );
+}

@@ -1,0 +1,109 @@
+//! Visual smoothing: corrections go into physics at once, and the rendered pose blends the jump out.
+//!
+//! The error between the pose shown before a correction and the corrected physics pose is kept as an offset
+//! and shrunk every frame: by [`SMALL_ERROR_FACTOR`] while it is at most [`SMALL_ERROR`], by
+//! [`LARGE_ERROR_FACTOR`] from [`LARGE_ERROR`] on, and by a factor interpolated between the two in between.
+
+use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
+
+/// Errors up to this distance (m) shrink slowly.
+pub const SMALL_ERROR: f32 = 0.25;
+/// Errors from this distance (m) on shrink fast.
+pub const LARGE_ERROR: f32 = 1.0;
+/// Per-frame factor for small errors.
+pub const SMALL_ERROR_FACTOR: f32 = 0.95;
+/// Per-frame factor for large errors.
+pub const LARGE_ERROR_FACTOR: f32 = 0.85;
+/// Position errors below this (m) snap to zero.
+const SNAP: f32 = 1e-5;
+
+/// The visual offset of one object from its physics pose.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RenderError {
+    /// Added to the physics position.
+    pub position: Vector3<f32>,
+    /// Applied before the physics rotation.
+    pub rotation: UnitQuaternion<f32>,
+}
+
+impl Default for RenderError {
+    fn default() -> Self {
+        Self {
+            position: Vector3::zeros(),
+            rotation: UnitQuaternion::identity(),
+        }
+    }
+}
+
+/// The per-frame factor for an error of `distance` metres.
+pub fn blend_factor(distance: f32) -> f32 {
+    if distance <= SMALL_ERROR {
+        SMALL_ERROR_FACTOR
+    } else if distance >= LARGE_ERROR {
+        LARGE_ERROR_FACTOR
+    } else {
+        let t = (distance - SMALL_ERROR) / (LARGE_ERROR - SMALL_ERROR);
+        SMALL_ERROR_FACTOR + (LARGE_ERROR_FACTOR - SMALL_ERROR_FACTOR) * t
+    }
+}
+
+impl RenderError {
+    /// The error that keeps `shown` on screen after physics jumped to `corrected`.
+    pub fn between(shown: &Isometry3<f32>, corrected: &Isometry3<f32>) -> Self {
+        Self {
+            position: shown.translation.vector - corrected.translation.vector,
+            rotation: shown.rotation * corrected.rotation.inverse(),
+        }
+    }
+
+    /// The pose to draw for an object whose physics pose is `physics`.
+    pub fn apply(&self, physics: &Isometry3<f32>) -> Isometry3<f32> {
+        Isometry3::from_parts(
+            Translation3::from(physics.translation.vector + self.position),
+            self.rotation * physics.rotation,
+        )
+    }
+
+    /// Shrinks the error by one frame's factor.
+    pub fn decay(&mut self) {
+        let factor = blend_factor(self.position.norm());
+        self.position *= factor;
+        if self.position.norm() < SNAP {
+            self.position = Vector3::zeros();
+        }
+        self.rotation = UnitQuaternion::identity().slerp(&self.rotation, factor);
+        if self.rotation.angle() < 1e-5 {
+            self.rotation = UnitQuaternion::identity();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn factor_follows_the_sample_curve() {
+        assert_eq!(blend_factor(0.1), 0.95);
+        assert_eq!(blend_factor(0.25), 0.95);
+        assert_eq!(blend_factor(2.0), 0.85);
+        assert!((blend_factor(0.625) - 0.90).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_shown_pose_does_not_jump_and_converges() {
+        let before = Isometry3::new(Vector3::new(0.0, 1.0, 0.0), Vector3::new(0.0, 0.3, 0.0));
+        let after = Isometry3::new(Vector3::new(0.4, 1.0, 0.0), Vector3::zeros());
+        let mut e = RenderError::between(&before, &after);
+        let shown = e.apply(&after);
+        assert!((shown.translation.vector - before.translation.vector).norm() < 1e-6);
+        assert!(shown.rotation.angle_to(&before.rotation) < 1e-5);
+        e.decay();
+        let expected = 0.4 * blend_factor(0.4);
+        assert!((e.position.norm() - expected).abs() < 1e-5);
+        for _ in 0..400 {
+            e.decay();
+        }
+        assert_eq!(e, RenderError::default());
+    }
+}

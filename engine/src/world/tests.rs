@@ -1,0 +1,602 @@
+//! Tests of the whole world on simulated time: rest, quantization, interactions, authority, avatars.
+
+use nalgebra::{Isometry3, Vector3};
+use physync_codec::ObjectState;
+
+use super::authority::{DEFAULT_AUTHORITY, Direction, Verdict};
+use super::avatar::Hand;
+use super::drive::KatamariDrive;
+use super::interaction::InteractionError;
+use super::priority::{NEVER_SEND, THROWN_PRIORITY};
+use super::scene::{SceneKind, SceneSpec};
+use super::{World, WorldConfig};
+
+fn guest_config(player: u8) -> WorldConfig {
+    WorldConfig {
+        local_player: player,
+        ..WorldConfig::default()
+    }
+}
+
+fn states(world: &World) -> Vec<ObjectState> {
+    world.object_states()
+}
+
+#[test]
+fn a_twenty_cube_tower_settles_and_stays_bit_identical() {
+    let mut world = World::new(WorldConfig::default(), &SceneSpec::towers(&[20]));
+    let mut settled_at = None;
+    for frame in 0..600 {
+        world.step();
+        if (0..20).all(|id| world.is_at_rest(id)) {
+            settled_at = Some(frame);
+            break;
+        }
+    }
+    let settled_at = settled_at.expect("the tower comes to rest within 10 s");
+    let reference = states(&world);
+    // One minute of simulated time after settling: the quantized state never changes.
+    for frame in 0..3600 {
+        world.step();
+        assert_eq!(
+            states(&world),
+            reference,
+            "frame {frame} after settling at {settled_at}"
+        );
+    }
+    let top = world.physics_pose(19).translation.vector;
+    assert!(
+        top.x.abs() < 0.01 && top.z.abs() < 0.01,
+        "the tower still stands: {top:?}"
+    );
+    assert!(reference.iter().all(|s| s.body.at_rest));
+}
+
+#[test]
+fn every_scene_settles_on_its_floor() {
+    for kind in [SceneKind::Table, SceneKind::Tower] {
+        let mut world = World::new(WorldConfig::default(), &kind.spec());
+        for _ in 0..300 {
+            world.step();
+        }
+        let resting = (0..world.object_count() as u16)
+            .filter(|&id| world.is_at_rest(id))
+            .count();
+        assert_eq!(resting, world.object_count(), "{kind}");
+    }
+}
+
+#[test]
+fn quantize_both_sides_keeps_states_on_the_grid() {
+    let mut world = World::new(WorldConfig::default(), &SceneSpec::pile(27, 3));
+    let quant = world.config().quant;
+    for _ in 0..30 {
+        world.step();
+        // The pre-step write-back means that after a step the state re-quantizes to itself.
+        for id in 0..27 {
+            let s = world.object_state(id).body;
+            let again = physync_codec::BodyState::quantize(
+                &quant,
+                s.position_f32(&quant),
+                s.rotation_f32(&quant),
+                s.linear_velocity_f32(&quant),
+                s.angular_velocity_f32(&quant),
+                s.at_rest,
+            );
+            assert_eq!(s, again);
+        }
+    }
+}
+
+#[test]
+fn the_depenetration_cap_limits_how_fast_overlaps_are_pushed_apart() {
+    let mut scene = SceneSpec::towers(&[2]);
+    // Push the upper cube 10 cm into the lower one.
+    scene.objects[1].pose.translation.vector.y -= 0.1;
+    let fastest_with_cap = |cap: f32| {
+        let config = WorldConfig {
+            max_depenetration_speed: cap,
+            ..WorldConfig::default()
+        };
+        let mut world = World::new(config, &scene);
+        let mut fastest: f32 = 0.0;
+        for _ in 0..30 {
+            world.step();
+            fastest = fastest.max(world.linear_velocity(1).y);
+        }
+        fastest
+    };
+    let capped = fastest_with_cap(1.0);
+    let slow = fastest_with_cap(0.05);
+    assert!(capped <= 1.0, "1 m/s cap: {capped}");
+    assert!(slow <= 0.05 + 1e-3, "0.05 m/s cap: {slow}");
+    assert!(slow < capped, "the knob is wired: {slow} vs {capped}");
+}
+
+#[test]
+fn a_disturbed_resting_object_wakes_up() {
+    let mut world = World::new(guest_config(1), &SceneSpec::towers(&[1, 1]));
+    for _ in 0..60 {
+        world.step();
+    }
+    assert!(world.is_at_rest(0) && world.is_at_rest(1));
+    // Player 1 picks up cube 0 and throws it at cube 1 (2 m away along +x).
+    let hand = Isometry3::translation(-1.0, 0.25, 0.0);
+    world.set_hand_pose(1, Hand::Right, hand);
+    world.grab(1, Hand::Right, 0).unwrap();
+    world.step();
+    world.throw(
+        1,
+        Hand::Right,
+        Vector3::new(8.0, 0.0, 0.0),
+        Vector3::zeros(),
+    );
+    let start = world.physics_pose(1).translation.vector;
+    for _ in 0..30 {
+        world.step();
+    }
+    let moved = (world.physics_pose(1).translation.vector - start).norm();
+    assert!(moved > 0.2, "the struck cube moved {moved}");
+    let view = world.authority(1).view;
+    assert_eq!(view.authority, 1, "touch passed the thrower's authority on");
+    assert_eq!(view.authority_seq, 1);
+    assert!(!world.authority(1).confirmed);
+}
+
+#[test]
+fn grab_rules_and_hand_motion() {
+    let mut world = World::new(guest_config(2), &SceneSpec::table());
+    let cube = world.physics_pose(5);
+    world.set_hand_pose(2, Hand::Left, cube);
+    world.grab(2, Hand::Left, 5).unwrap();
+    let a = *world.authority(5);
+    assert_eq!(
+        (a.view.authority, a.view.ownership_seq, a.view.authority_seq),
+        (2, 1, 0)
+    );
+    assert!(!a.confirmed);
+    assert_eq!(
+        world.grab(3, Hand::Right, 5),
+        Err(InteractionError::HeldByOther { object: 5, by: 2 })
+    );
+    assert_eq!(
+        world.grab(2, Hand::Left, 6),
+        Err(InteractionError::HandFull(5))
+    );
+    assert_eq!(
+        world.grab(2, Hand::Right, 999),
+        Err(InteractionError::NoSuchObject(999))
+    );
+    assert_eq!(
+        world.grab(9, Hand::Right, 1),
+        Err(InteractionError::NoSuchPlayer(9))
+    );
+    // Lift the hand by a metre over half a second: the cube follows.
+    for i in 1..=30 {
+        let lift = Isometry3::translation(0.0, i as f32 / 30.0, 0.0) * cube;
+        world.set_hand_pose(2, Hand::Left, lift);
+        world.step();
+    }
+    let lifted = world.physics_pose(5).translation.vector - cube.translation.vector;
+    assert!((lifted.y - 1.0).abs() < 0.01, "lifted {lifted:?}");
+    assert_eq!(
+        world.priorities()[5],
+        NEVER_SEND,
+        "held objects travel in the avatar"
+    );
+    assert_eq!(world.release(2, Hand::Left), Some(5));
+    assert_eq!(world.holder(5), None);
+    for _ in 0..60 {
+        world.step();
+    }
+    assert!(
+        world.physics_pose(5).translation.vector.y < 0.3,
+        "released cube fell"
+    );
+}
+
+#[test]
+fn guest_priorities_follow_authority() {
+    let mut world = World::new(guest_config(1), &SceneSpec::table());
+    let p = world.priorities();
+    assert!(
+        p.iter().all(|&x| x == NEVER_SEND),
+        "a guest sends nothing it has no authority over"
+    );
+    world.set_hand_pose(1, Hand::Right, world.physics_pose(0));
+    world.grab(1, Hand::Right, 0).unwrap();
+    world.set_hand_pose(1, Hand::Right, Isometry3::translation(0.0, 3.0, 0.0));
+    world.step();
+    world.throw(
+        1,
+        Hand::Right,
+        Vector3::new(0.0, 1.0, 0.0),
+        Vector3::zeros(),
+    );
+    assert_eq!(world.priorities()[0], THROWN_PRIORITY);
+    let host = World::new(WorldConfig::default(), &SceneSpec::table());
+    assert!(host.priorities().iter().all(|&x| x == 1.0));
+}
+
+#[test]
+fn authority_returns_to_default_after_confirmation_and_rest() {
+    let mut guest = World::new(guest_config(1), &SceneSpec::towers(&[1]));
+    guest.set_hand_pose(1, Hand::Left, guest.physics_pose(0));
+    guest.grab(1, Hand::Left, 0).unwrap();
+    guest.release(1, Hand::Left);
+    for _ in 0..200 {
+        guest.step();
+    }
+    assert_eq!(
+        guest.authority(0).view.authority,
+        1,
+        "unconfirmed authority is kept"
+    );
+    // The host echoes the guest's authority: confirmed.
+    let echo = guest.object_state(0);
+    let verdict = guest
+        .receive_object_state(0, Direction::HostToGuest { guest: 1 }, &echo)
+        .unwrap();
+    assert_eq!(verdict, Verdict::Confirm);
+    let mut returned_after = None;
+    for frame in 1..=120 {
+        guest.step();
+        if guest.authority(0).view.authority == DEFAULT_AUTHORITY {
+            returned_after = Some(frame);
+            break;
+        }
+    }
+    // It has rested far longer than 60 frames: the first confirmed frame returns it.
+    assert_eq!(returned_after, Some(1));
+    let a = *guest.authority(0);
+    assert_eq!((a.view.authority_seq, a.pending_commit), (1, true));
+    assert!(
+        guest.priorities()[0] > 0.0,
+        "a pending return is sent until the host acks it"
+    );
+    let ack = guest.object_state(0);
+    guest
+        .receive_object_state(0, Direction::HostToGuest { guest: 1 }, &ack)
+        .unwrap();
+    assert!(!guest.authority(0).pending_commit);
+    assert_eq!(guest.priorities()[0], NEVER_SEND);
+}
+
+#[test]
+fn received_state_applies_at_once_and_renders_smoothly() {
+    let mut host = World::new(WorldConfig::default(), &SceneSpec::table());
+    let mut guest = World::new(guest_config(1), &SceneSpec::table());
+    let mut state = host.object_state(3);
+    state.body.position[0] += 256; // half a metre along x
+    let verdict = guest
+        .receive_object_state(3, Direction::HostToGuest { guest: 1 }, &state)
+        .unwrap();
+    assert_eq!(verdict, Verdict::Accept);
+    let physics = guest.physics_pose(3).translation.vector;
+    let render = guest.render_pose(3).translation.vector;
+    let original = host.physics_pose(3).translation.vector;
+    assert!(
+        (physics.x - original.x - 0.5).abs() < 2e-3,
+        "physics jumped at once"
+    );
+    assert!(
+        (render - original).norm() < 1e-4,
+        "render pose has not jumped yet"
+    );
+    guest.step();
+    let error =
+        (guest.physics_pose(3).translation.vector - guest.render_pose(3).translation.vector).norm();
+    assert!(
+        error < 0.5 && error > 0.4,
+        "the error shrinks smoothly: {error}"
+    );
+    for _ in 0..300 {
+        guest.step();
+        host.step();
+    }
+    let error =
+        (guest.physics_pose(3).translation.vector - guest.render_pose(3).translation.vector).norm();
+    assert!(error < 1e-3, "the error is gone: {error}");
+}
+
+#[test]
+fn avatar_states_carry_held_objects_between_peers() {
+    let mut guest = World::new(guest_config(2), &SceneSpec::table());
+    let mut host = World::new(WorldConfig::default(), &SceneSpec::table());
+    let hand = Isometry3::translation(0.1, 0.5, 0.0) * guest.physics_pose(9);
+    guest.set_hand_pose(2, Hand::Right, hand);
+    guest.grab(2, Hand::Right, 9).unwrap();
+    let lifted = Isometry3::translation(0.0, 1.0, 0.0) * hand;
+    guest.set_hand_pose(2, Hand::Right, lifted);
+    guest.step();
+    host.apply_avatar_state(&guest.avatar_state(2));
+    let grip = host
+        .grip(2, Hand::Right)
+        .expect("the host attaches the held object");
+    assert_eq!(grip.object, 9);
+    assert_eq!(host.authority(9).view.ownership_seq, 1);
+    assert_eq!(host.authority(9).view.authority, 2);
+    host.step();
+    let on_host = host.physics_pose(9).translation.vector;
+    let on_guest = guest.physics_pose(9).translation.vector;
+    assert!(
+        (on_host - on_guest).norm() < 0.01,
+        "{on_host:?} vs {on_guest:?}"
+    );
+    // No snatching on the host either.
+    assert!(host.grab(0, Hand::Left, 9).is_err());
+    guest.release(2, Hand::Right);
+    host.apply_avatar_state(&guest.avatar_state(2));
+    assert_eq!(host.holder(9), None);
+    assert_eq!(host.grip(2, Hand::Right), None);
+}
+
+#[test]
+fn katamari_drive_pushes_through_the_grid() {
+    let mut world = World::new(WorldConfig::default(), &SceneKind::Katamari.spec());
+    let mut drive = KatamariDrive::new(&world, 6.0).expect("katamari has a player cube");
+    let start: Vec<_> = (0..900)
+        .map(|id| world.physics_pose(id).translation.vector)
+        .collect();
+    for _ in 0..600 {
+        drive.apply(&mut world);
+        world.step();
+    }
+    assert!(
+        drive.next_waypoint() >= 2,
+        "the drive reached its first turn"
+    );
+    let displaced = (0..900u16)
+        .filter(|&id| {
+            (world.physics_pose(id).translation.vector - start[usize::from(id)]).norm() > 0.1
+        })
+        .count();
+    assert!(displaced > 20, "the player cube pushed {displaced} cubes");
+    assert!(
+        KatamariDrive::new(
+            &World::new(WorldConfig::default(), &SceneSpec::table()),
+            1.0
+        )
+        .is_none()
+    );
+}
+
+#[test]
+fn touch_propagates_recursively_and_hard_hits_raise_priority() {
+    // A row of five touching cubes along x, and a sixth cube to throw at it.
+    let mut scene = SceneSpec::towers(&[1]);
+    scene.objects.clear();
+    for i in 0..5 {
+        scene.objects.push(super::scene::ObjectSpec::cube(
+            0.25,
+            Vector3::new(i as f32 * 0.5005, 0.25, 0.0),
+        ));
+    }
+    scene.objects.push(super::scene::ObjectSpec::cube(
+        0.25,
+        Vector3::new(-2.0, 0.25, 0.0),
+    ));
+    let mut guest = World::new(guest_config(3), &scene);
+    for _ in 0..40 {
+        guest.step();
+    }
+    assert!((0..6).all(|id| guest.is_at_rest(id)));
+    guest.set_hand_pose(3, Hand::Left, guest.physics_pose(5));
+    guest.grab(3, Hand::Left, 5).unwrap();
+    guest.throw(
+        3,
+        Hand::Left,
+        Vector3::new(10.0, 0.0, 0.0),
+        Vector3::zeros(),
+    );
+    let mut hardest_hit_priority: f32 = 0.0;
+    for _ in 0..40 {
+        guest.step();
+        hardest_hit_priority = hardest_hit_priority.max(guest.priorities()[0]);
+    }
+    for id in 0..5 {
+        let view = guest.authority(id).view;
+        assert_eq!((view.authority, view.authority_seq), (3, 1), "cube {id}");
+    }
+    assert_eq!(hardest_hit_priority, super::priority::COLLISION_PRIORITY);
+    // The host side never propagates: its authority is the default.
+    let mut host = World::new(WorldConfig::default(), &scene);
+    host.set_hand_pose(0, Hand::Left, host.physics_pose(5));
+    host.grab(0, Hand::Left, 5).unwrap();
+    host.throw(
+        0,
+        Hand::Left,
+        Vector3::new(10.0, 0.0, 0.0),
+        Vector3::zeros(),
+    );
+    for _ in 0..40 {
+        host.step();
+    }
+    assert!((0..5).all(|id| host.authority(id).view == Default::default()));
+}
+
+#[test]
+fn the_host_judges_guest_updates() {
+    let mut host = World::new(WorldConfig::default(), &SceneSpec::table());
+    let mut guest = World::new(guest_config(1), &SceneSpec::table());
+    guest.set_hand_pose(1, Hand::Left, guest.physics_pose(7));
+    guest.grab(1, Hand::Left, 7).unwrap();
+    guest.throw(1, Hand::Left, Vector3::new(0.0, 3.0, 0.0), Vector3::zeros());
+    guest.step();
+    let update = guest.object_state(7);
+    let from_guest = Direction::GuestToHost { sender: 1 };
+    assert_eq!(
+        host.receive_object_state(7, from_guest, &update).unwrap(),
+        Verdict::Accept
+    );
+    assert_eq!(host.authority(7).view.authority, 1);
+    let physics = host.physics_pose(7).translation.vector;
+    assert!((physics - guest.physics_pose(7).translation.vector).norm() < 2e-3);
+    // A replay of the same update is a tie the host agrees with; a stale one is rejected.
+    assert_eq!(
+        host.receive_object_state(7, from_guest, &update).unwrap(),
+        Verdict::Accept
+    );
+    let mut stale = update;
+    stale.ownership_seq = 0;
+    assert_eq!(
+        host.receive_object_state(7, from_guest, &stale).unwrap(),
+        Verdict::Reject
+    );
+    // Another guest cannot claim player 1's object on a tie.
+    let mut rival = update;
+    rival.authority = 2;
+    let from_rival = Direction::GuestToHost { sender: 2 };
+    assert_eq!(
+        host.receive_object_state(7, from_rival, &rival).unwrap(),
+        Verdict::Reject
+    );
+    // The host's echo confirms the guest's authority.
+    let echo = host.object_state(7);
+    let to_guest = Direction::HostToGuest { guest: 1 };
+    assert!(!guest.authority(7).confirmed);
+    assert_eq!(
+        guest.receive_object_state(7, to_guest, &echo).unwrap(),
+        Verdict::Confirm
+    );
+    assert!(guest.authority(7).confirmed);
+}
+
+#[test]
+fn a_resting_cube_falls_when_its_support_is_taken_away() {
+    let mut world = World::new(WorldConfig::default(), &SceneSpec::towers(&[2]));
+    for _ in 0..60 {
+        world.step();
+    }
+    assert!(world.is_at_rest(0) && world.is_at_rest(1));
+    // Snatch the bottom cube away in one step (a teleporting hand): no friction drags the top cube along.
+    let start = world.physics_pose(0);
+    world.set_hand_pose(0, Hand::Left, start);
+    world.grab(0, Hand::Left, 0).unwrap();
+    world.set_hand_pose(0, Hand::Left, Isometry3::translation(3.0, 0.0, 0.0) * start);
+    for _ in 0..60 {
+        world.step();
+    }
+    let top = world.physics_pose(1).translation.vector;
+    assert!(top.y < 0.3, "the top cube fell to the floor: {top:?}");
+}
+
+#[test]
+fn unknown_objects_in_updates_are_errors() {
+    let mut world = World::new(WorldConfig::default(), &SceneSpec::table());
+    let state = world.object_state(0);
+    let result = world.receive_object_state(64, Direction::GuestToHost { sender: 1 }, &state);
+    assert_eq!(result, Err(super::UnknownObject(64)));
+    let mut avatar = world.avatar_state(2);
+    avatar.hands[0].held = Some(physync_codec::HeldObject {
+        object: 500,
+        ..Default::default()
+    });
+    world.apply_avatar_state(&avatar);
+    assert_eq!(world.grip(2, Hand::Left), None);
+}
+
+#[test]
+fn simultaneous_grabs_go_to_the_host() {
+    let mut host = World::new(WorldConfig::default(), &SceneSpec::table());
+    let mut guest = World::new(guest_config(1), &SceneSpec::table());
+    for world in [&mut host, &mut guest] {
+        let player = world.local_player();
+        world.set_hand_pose(player, Hand::Left, world.physics_pose(4));
+        world.grab(player, Hand::Left, 4).unwrap();
+    }
+    let host_avatar = host.avatar_state(0);
+    let guest_avatar = guest.avatar_state(1);
+    host.apply_avatar_state(&guest_avatar);
+    guest.apply_avatar_state(&host_avatar);
+    assert_eq!(
+        host.grip(0, Hand::Left).map(|g| g.object),
+        Some(4),
+        "the host keeps it"
+    );
+    assert_eq!(host.grip(1, Hand::Left), None);
+    assert_eq!(guest.grip(1, Hand::Left), None, "the guest lets go");
+    assert_eq!(guest.grip(0, Hand::Left).map(|g| g.object), Some(4));
+    assert_eq!(guest.authority(4).view.authority, DEFAULT_AUTHORITY);
+}
+
+#[test]
+fn a_replica_fed_lossy_states_holds_the_tower_still() {
+    use rand::{Rng, SeedableRng};
+    let scene = SceneSpec::towers(&[20]);
+    let mut host = World::new(WorldConfig::default(), &scene);
+    let mut guest = World::new(guest_config(1), &scene);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(42);
+    let to_guest = Direction::HostToGuest { guest: 1 };
+    let exchange = |host: &mut World, guest: &mut World, rng: &mut rand_chacha::ChaCha8Rng| {
+        host.step();
+        guest.step();
+        if rng.random_bool(0.95) {
+            for (id, state) in host.object_states().iter().enumerate() {
+                guest
+                    .receive_object_state(id as u16, to_guest, state)
+                    .unwrap();
+            }
+        }
+    };
+    for _ in 0..300 {
+        exchange(&mut host, &mut guest, &mut rng);
+    }
+    assert!((0..20).all(|id| host.is_at_rest(id) && guest.is_at_rest(id)));
+    let reference = host.object_states();
+    for frame in 0..3600 {
+        exchange(&mut host, &mut guest, &mut rng);
+        assert_eq!(guest.object_states(), reference, "replica, frame {frame}");
+        assert_eq!(host.object_states(), reference, "authority, frame {frame}");
+    }
+}
+
+#[test]
+fn a_replica_of_a_falling_pile_converges_under_loss() {
+    use rand::{Rng, SeedableRng};
+    let scene = SceneSpec::pile(64, 9);
+    let mut host = World::new(WorldConfig::default(), &scene);
+    let mut guest = World::new(guest_config(2), &scene);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    let to_guest = Direction::HostToGuest { guest: 2 };
+    for _ in 0..600 {
+        host.step();
+        guest.step();
+        if rng.random_bool(0.95) {
+            for (id, state) in host.object_states().iter().enumerate() {
+                guest
+                    .receive_object_state(id as u16, to_guest, state)
+                    .unwrap();
+            }
+        }
+    }
+    let quantum = 1.0 / 512.0;
+    for id in 0..64 {
+        let (h, g) = (host.physics_pose(id), guest.physics_pose(id));
+        let distance = (h.translation.vector - g.translation.vector).norm();
+        assert!(distance <= quantum, "object {id}: {distance}");
+        assert!(h.rotation.angle_to(&g.rotation) < 0.01, "object {id}");
+    }
+}
+
+#[test]
+fn a_released_object_keeps_the_hand_velocity() {
+    let mut world = World::new(WorldConfig::default(), &SceneSpec::table());
+    let start = Isometry3::translation(0.0, 2.0, 0.0) * world.physics_pose(20);
+    world.set_hand_pose(0, Hand::Right, world.physics_pose(20));
+    world.grab(0, Hand::Right, 20).unwrap();
+    let dt = world.dt();
+    for i in 1..=20 {
+        let pose = Isometry3::translation(2.0 * dt * i as f32, 0.0, 0.0) * start;
+        world.set_hand_pose(0, Hand::Right, pose);
+        world.step();
+    }
+    world.release(0, Hand::Right);
+    let v = world.linear_velocity(20);
+    assert!((v.x - 2.0).abs() < 0.05, "released at {v:?}");
+    world.step();
+    assert!(
+        world.linear_velocity(20).x > 1.9,
+        "still flying after the release"
+    );
+}
