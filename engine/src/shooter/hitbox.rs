@@ -108,6 +108,20 @@ pub fn trace_shot(
         .min_by(|a, b| a.distance.total_cmp(&b.distance))
 }
 
+/// The client's guess at what its own shot hit, for an immediate hit marker or effect: the shot traced
+/// against the remote players as it renders them, stopped by the static geometry. Damage stays the server's
+/// word; the server's judgement arrives with a later snapshot.
+pub fn predict_hit(
+    ray: &ShotRay,
+    shooter: PlayerId,
+    targets: &[TargetPose],
+    geometry: &super::map::WorldGeometry,
+    dims: &BodyDims,
+) -> Option<PlayerHit> {
+    let blocked_at = geometry.cast_ray(&ray.origin, &ray.direction, ray.range);
+    trace_shot(ray, shooter, targets, blocked_at, dims)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +179,34 @@ mod tests {
             "a shooter never hits itself"
         );
         assert!(trace_shot(&ray, PlayerId(9), &targets, Some(5.0), &dims).is_none());
+    }
+
+    #[test]
+    fn a_predicted_hit_respects_cover() {
+        let geometry =
+            crate::shooter::map::WorldGeometry::new(&crate::shooter::map::ArenaMap::standard());
+        let dims = BodyDims::default();
+        // The standard map has a 2 m high cover box across x = -2..2 at z = -11.
+        let origin = Point3::new(0.0, 1.6, -16.0);
+        let aim = |target: &Point3<f32>| ShotRay {
+            origin,
+            direction: (target + Vector3::new(0.0, 0.9, 0.0) - origin).normalize(),
+            range: 80.0,
+        };
+        let hidden = TargetPose {
+            player: PlayerId(1),
+            feet: Point3::new(0.0, 0.0, -8.0),
+            alive: true,
+        };
+        assert_eq!(
+            predict_hit(&aim(&hidden.feet), PlayerId(0), &[hidden], &geometry, &dims),
+            None
+        );
+        let open = TargetPose {
+            feet: Point3::new(5.0, 0.0, -8.0),
+            ..hidden
+        };
+        let hit = predict_hit(&aim(&open.feet), PlayerId(0), &[open], &geometry, &dims).unwrap();
+        assert_eq!((hit.player, hit.zone), (PlayerId(1), HitZone::Body));
     }
 }

@@ -45,6 +45,18 @@ pub struct RemoteSample {
     pub alive: bool,
 }
 
+impl RemoteSample {
+    /// The part of a player's state that remote clients render.
+    pub fn from_state(state: &super::player::PlayerState) -> Self {
+        Self {
+            position: state.motion.position,
+            yaw: state.motion.yaw,
+            pitch: state.motion.pitch,
+            alive: state.alive(),
+        }
+    }
+}
+
 /// A remote player's pose to render.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct InterpolatedPose {

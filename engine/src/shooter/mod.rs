@@ -26,6 +26,8 @@ pub mod player;
 pub mod prediction;
 pub mod ring;
 pub mod rules;
+#[cfg(test)]
+mod scenarios;
 pub mod units;
 pub mod world;
 
@@ -36,7 +38,7 @@ pub type Tick = u32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct PlayerId(pub u8);
 
-pub use hitbox::{HitZone, PlayerHit, ShotRay, TargetPose, trace_shot};
+pub use hitbox::{HitZone, PlayerHit, ShotRay, TargetPose, predict_hit, trace_shot};
 pub use ids::{ClientIdAllocator, EntityId, ServerIdAllocator};
 pub use input::{InputCommand, PlayerInput, ViewTime};
 pub use input_buffer::{InputBuffer, InputBufferConfig};

@@ -46,8 +46,8 @@ pub enum ReconcileOutcome {
         /// How far the current predicted position moved, metres.
         correction_m: f32,
     },
-    /// Only server-owned state differed (health after a hit, a death, a respawn): re-simulated like a
-    /// correction but not counted as a misprediction, since no prediction could have known it.
+    /// Only server-owned state differed (health after a hit), or the player died or respawned: re-simulated
+    /// like a correction but not counted as a misprediction, since no prediction could have known it.
     Overridden {
         /// Ticks re-simulated.
         resimulated: u32,
@@ -197,6 +197,8 @@ impl ClientPredictor {
         if predicted_ok && predicted.vitals == server_state.vitals {
             return ReconcileOutcome::Matched;
         }
+        // A death or a respawn moves the player (or stops it) for reasons prediction cannot know.
+        let server_event = predicted_ok || predicted.alive() != server_state.alive();
         let before = self.state.position();
         let mut state = *server_state;
         if let Some(entry) = self.ring.get_mut(server_tick) {
@@ -214,7 +216,7 @@ impl ClientPredictor {
         self.state = state;
         let correction_m = (self.state.position() - before).norm();
         self.stats.resimulated_ticks += u64::from(resimulated);
-        if predicted_ok {
+        if server_event {
             self.stats.overrides += 1;
             ReconcileOutcome::Overridden {
                 resimulated,

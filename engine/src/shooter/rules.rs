@@ -55,7 +55,7 @@ impl Default for WeaponRules {
             body_damage: 25,
             head_damage: 60,
             range: 80.0,
-            cube_impulse: 3.0,
+            cube_impulse: 30.0,
         }
     }
 }

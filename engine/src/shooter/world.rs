@@ -23,6 +23,9 @@ use super::rules::GameRules;
 use super::units;
 use super::{PlayerId, Tick};
 
+/// Density of the physics cubes, kg/m³ (a 1 m cube weighs 20 kg: shots and players move it).
+const CUBE_DENSITY: f32 = 20.0;
+
 /// Match-level settings that are not game rules.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorldConfig {
@@ -157,7 +160,7 @@ impl ShooterWorld {
                 physics
                     .insert(
                         RigidBodyBuilder::dynamic().translation(point_to_glam(&cube.center)),
-                        ColliderBuilder::cuboid(h, h, h).density(200.0),
+                        ColliderBuilder::cuboid(h, h, h).density(CUBE_DENSITY),
                     )
                     .0
             })
@@ -336,6 +339,8 @@ impl ShooterWorld {
             let center = player.state.position()
                 + Vector3::new(0.0, self.rules.body.capsule_center_height(), 0.0);
             if let Some(body) = self.physics.bodies.get_mut(player.body) {
+                // The dead leave no body for cubes to bump into.
+                body.set_enabled(player.state.alive());
                 body.set_next_kinematic_translation(point_to_glam(&center));
             }
         }
@@ -354,6 +359,7 @@ impl ShooterWorld {
                 let center = spawn.position
                     + Vector3::new(0.0, self.rules.body.capsule_center_height(), 0.0);
                 if let Some(body) = self.physics.bodies.get_mut(player.body) {
+                    body.set_enabled(true);
                     body.set_translation(point_to_glam(&center), true);
                 }
                 events.respawns.push(id);
@@ -373,7 +379,11 @@ impl ShooterWorld {
         kills: &mut Vec<KillEvent>,
     ) -> ShotEvent {
         self.stats.shots += 1;
-        let rewind = self.history.rewind(tick, view);
+        let rewind = if view == ViewTime::at(tick) {
+            Ok(self.present_targets())
+        } else {
+            self.history.rewind(tick, view)
+        };
         let targets: Vec<TargetPose> = match &rewind {
             Ok(rewound) => {
                 self.stats.rewound += 1;
