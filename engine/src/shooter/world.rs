@@ -379,19 +379,19 @@ impl ShooterWorld {
         kills: &mut Vec<KillEvent>,
     ) -> ShotEvent {
         self.stats.shots += 1;
-        let rewind = if view == ViewTime::at(tick) {
+        let rewound = if view == ViewTime::at(tick) {
             Ok(self.present_targets())
         } else {
             self.history.rewind(tick, view)
         };
-        let targets: Vec<TargetPose> = match &rewind {
-            Ok(rewound) => {
+        let (targets, rewind) = match rewound {
+            Ok(targets) => {
                 self.stats.rewound += 1;
-                rewound.clone()
+                (targets, Ok(()))
             }
-            Err(_) => {
+            Err(error) => {
                 self.stats.not_rewound += 1;
-                self.present_targets()
+                (self.present_targets(), Err(error))
             }
         };
         let glam_ray = Ray::new(point_to_glam(&ray.origin), vector_to_glam(&ray.direction));
@@ -416,7 +416,7 @@ impl ShooterWorld {
             shooter,
             ray,
             view,
-            rewind: rewind.map(|_| ()),
+            rewind,
             blocked_at,
             hit,
             damage,
