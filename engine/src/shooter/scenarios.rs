@@ -685,3 +685,35 @@ fn the_server_rewinds_to_exactly_what_the_client_interpolated() {
         );
     }
 }
+
+#[test]
+fn impossible_movement_is_clamped_and_counted() {
+    let mut world = world_without_cubes(&[ME]);
+    place(&mut world, ME, 0.0, -15.0, 0);
+    for _ in 0..5 {
+        let tick = world.tick() + 1;
+        world.step(&[(ME, command(tick, PlayerInput::default()))]);
+    }
+    let max_step = world.rules().movement.max_speed * world.rules().dt();
+    let cheat = PlayerInput {
+        move_x: i8::MIN,
+        move_z: i8::MAX,
+        pitch: i16::MIN,
+        ..PlayerInput::default()
+    };
+    for _ in 0..10 {
+        let before = world.player(ME).unwrap().position();
+        let tick = world.tick() + 1;
+        world.step(&[(ME, command(tick, cheat))]);
+        let after = world.player(ME).unwrap();
+        let horizontal =
+            nalgebra::Vector2::new(after.position().x - before.x, after.position().z - before.z);
+        assert!(
+            horizontal.norm() <= max_step + 0.004,
+            "moved {} m in a tick",
+            horizontal.norm()
+        );
+        assert_eq!(after.motion.pitch, -super::units::PITCH_LIMIT);
+    }
+    assert_eq!(world.stats().clamped_inputs, 10);
+}
