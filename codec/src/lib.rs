@@ -10,6 +10,8 @@ pub mod seq;
 pub mod state;
 
 pub use error::CodecError;
-pub use quant::{QuantConfig, QuantizedRotation, RotationQuantizer, ScalarQuantizer, Vec3Quantizer};
+pub use quant::{
+    QuantConfig, QuantizedRotation, RotationQuantizer, ScalarQuantizer, Vec3Quantizer,
+};
 pub use seq::seq_newer;
 pub use state::{AvatarState, BodyState, HandState, HeldObject, ObjectState, QuantizedPose};
