@@ -25,7 +25,10 @@ impl ScalarQuantizer {
     /// A quantizer covering `[min, max]` at `steps_per_unit`; the bounds are rounded outward to whole steps.
     pub fn new(min: f32, max: f32, steps_per_unit: u32) -> Self {
         assert!(min < max, "quantizer bounds must satisfy min < max");
-        assert!(steps_per_unit > 0, "quantizer needs at least one step per unit");
+        assert!(
+            steps_per_unit > 0,
+            "quantizer needs at least one step per unit"
+        );
         let spu = f64::from(steps_per_unit);
         Self {
             steps_per_unit,
@@ -175,9 +178,7 @@ impl RotationQuantizer {
             if self.quantize_once(self.dequantize_f64(r)) == r {
                 break;
             }
-            let k = (0..3)
-                .max_by_key(|&k| r.components[k].abs())
-                .unwrap_or(0);
+            let k = (0..3).max_by_key(|&k| r.components[k].abs()).unwrap_or(0);
             r.components[k] -= r.components[k].signum();
         }
         r
@@ -323,7 +324,9 @@ mod tests {
             let i = q.quantize(v);
             prop_assert_eq!(q.quantize(q.dequantize(i)), i);
             if (-256.0..=256.0).contains(&v) {
-                prop_assert!((q.dequantize(i) - v).abs() <= q.max_error() * 1.001);
+                // Half a step, plus the rounding of the f32 result itself.
+                let tolerance = q.max_error() * 1.001 + v.abs() * f32::EPSILON * 2.0;
+                prop_assert!((q.dequantize(i) - v).abs() <= tolerance);
             }
         }
 
