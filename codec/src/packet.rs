@@ -481,3 +481,302 @@ pub fn decode_packet<T: DeltaState>(
         entries,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encode::StateConfig;
+    use crate::header::ReceivedPackets;
+    use crate::priority::PriorityAccumulator;
+    use crate::state::{AvatarState, BodyState, ObjectState};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// Objects under integer ballistic motion with random kicks and floor bounces; a quarter of them rest.
+    struct World {
+        rng: ChaCha8Rng,
+        states: Vec<ObjectState>,
+        config: StateConfig,
+    }
+
+    impl World {
+        fn new(seed: u64, n: usize) -> Self {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let config = StateConfig::default();
+            let states = (0..n)
+                .map(|i| {
+                    let at_rest = i % 4 == 0;
+                    let p = [
+                        rng.random_range(-20.0..20.0),
+                        rng.random_range(0.5..10.0),
+                        rng.random_range(-20.0..20.0),
+                    ];
+                    let v = [
+                        rng.random_range(-3.0..3.0),
+                        rng.random_range(-3.0..3.0),
+                        rng.random_range(-3.0..3.0),
+                    ];
+                    let q = [
+                        rng.random_range(-1.0..1.0),
+                        0.3,
+                        rng.random_range(-1.0..1.0),
+                        0.8,
+                    ];
+                    ObjectState {
+                        body: BodyState::quantize(&config.quant, p, q, v, [1.0, 0.5, 0.0], at_rest),
+                        ..ObjectState::default()
+                    }
+                })
+                .collect();
+            Self {
+                rng,
+                states,
+                config,
+            }
+        }
+
+        fn step(&mut self) {
+            for s in &mut self.states {
+                if s.body.at_rest {
+                    continue;
+                }
+                s.body = self
+                    .config
+                    .predictor
+                    .predict(&self.config.quant, &s.body, 1);
+                if s.body.position[1] < 0 && s.body.linear_velocity[1] < 0 {
+                    s.body.linear_velocity[1] = -s.body.linear_velocity[1] * 3 / 4;
+                }
+                if self.rng.random_bool(0.05) {
+                    s.body.linear_velocity[0] += self.rng.random_range(-40..40);
+                    s.body.rotation.components[0] = (s.body.rotation.components[0] + 1).min(200);
+                }
+            }
+        }
+    }
+
+    /// Runs a lossy session of `frames` frames and returns the number of object states delivered.
+    fn session(backend: Backend, seed: u64) -> usize {
+        let link = LinkConfig {
+            backend,
+            ..LinkConfig::default()
+        };
+        let mut world = World::new(seed, 400);
+        let config = world.config;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xFF);
+        let mut tracker = AckTracker::new(link.max_objects);
+        let mut history = ReceiveHistory::new(link.max_objects);
+        let mut received = ReceivedPackets::new();
+        let mut priorities = PriorityAccumulator::new(400);
+        let mut delivered = 0;
+        let mut late_packets = 0;
+        for frame in 0..240u16 {
+            world.step();
+            let mut p = vec![1.0; 400];
+            p[0] = -1.0;
+            priorities.add_all(&p);
+            let order = priorities.order();
+            let header = PacketHeader {
+                packet_type: 3,
+                sequence: frame.wrapping_add(65500),
+                ..PacketHeader::default()
+            };
+            let packet = encode_packet(
+                &link,
+                &config,
+                header,
+                frame,
+                &order,
+                |id| world.states.get(usize::from(id)).copied(),
+                &mut tracker,
+            )
+            .unwrap();
+            assert!(packet.bytes.len() <= link.budget_bytes);
+            assert!(!packet.included.contains(&0));
+            priorities.mark_sent(&packet.included);
+            if rng.random_bool(0.25) {
+                continue;
+            }
+            let decoded =
+                decode_packet::<ObjectState>(&link, &config, &packet.bytes, &mut history).unwrap();
+            assert_eq!(decoded.header, header);
+            assert_eq!(decoded.frame, frame);
+            let ids: Vec<u16> = decoded.entries.iter().map(|e| e.0).collect();
+            assert_eq!(ids, packet.included);
+            for (id, state) in &decoded.entries {
+                assert_eq!(
+                    *state,
+                    world.states[usize::from(*id)],
+                    "object {id} at frame {frame}"
+                );
+            }
+            delivered += decoded.entries.len();
+            if frame >= 120 {
+                late_packets += 1;
+            }
+            received.record(header.sequence);
+            if rng.random_bool(0.75) {
+                let (ack, bits) = received.ack().unwrap();
+                tracker.process_acks(ack, bits);
+            }
+        }
+        assert!(late_packets > 60);
+        delivered
+    }
+
+    #[test]
+    fn lossy_session_delivers_exact_states() {
+        let bitpack = session(Backend::Bitpack, 7);
+        let arith = session(Backend::Arith, 7);
+        // Absolute states alone fit about 45 to a packet; delta coding must do far better once acks flow (about
+        // 180 packets arrive).
+        assert!(bitpack > 180 * 200, "bitpack delivered {bitpack}");
+        assert!(
+            arith > bitpack * 6 / 5,
+            "arith {arith} vs bitpack {bitpack}"
+        );
+    }
+
+    #[test]
+    fn small_budget_is_respected() {
+        let link = LinkConfig {
+            budget_bytes: 64,
+            ..LinkConfig::default()
+        };
+        let world = World::new(1, 50);
+        let order: Vec<u16> = (0..50).collect();
+        for backend in [Backend::Bitpack, Backend::Arith] {
+            let link = LinkConfig { backend, ..link };
+            let mut tracker = AckTracker::new(link.max_objects);
+            let p = encode_packet(
+                &link,
+                &world.config,
+                PacketHeader::default(),
+                0,
+                &order,
+                |id| world.states.get(usize::from(id)).copied(),
+                &mut tracker,
+            )
+            .unwrap();
+            assert!(p.bytes.len() <= 64);
+            assert!(
+                !p.included.is_empty() && p.included.len() < 5,
+                "{:?}",
+                p.included
+            );
+            let mut history = ReceiveHistory::new(link.max_objects);
+            let d =
+                decode_packet::<ObjectState>(&link, &world.config, &p.bytes, &mut history).unwrap();
+            assert_eq!(d.entries.len(), p.included.len());
+        }
+    }
+
+    #[test]
+    fn missing_baseline_and_bad_headers_are_typed_errors() {
+        let link = LinkConfig::default();
+        let world = World::new(2, 10);
+        let order: Vec<u16> = (0..10).collect();
+        let mut tracker = AckTracker::new(link.max_objects);
+        let state_of = |id: u16| world.states.get(usize::from(id)).copied();
+        let first = encode_packet(
+            &link,
+            &world.config,
+            PacketHeader {
+                sequence: 1,
+                ..PacketHeader::default()
+            },
+            0,
+            &order,
+            state_of,
+            &mut tracker,
+        )
+        .unwrap();
+        tracker.process_acks(1, 0);
+        let second = encode_packet(
+            &link,
+            &world.config,
+            PacketHeader {
+                sequence: 2,
+                ..PacketHeader::default()
+            },
+            1,
+            &order,
+            state_of,
+            &mut tracker,
+        )
+        .unwrap();
+        assert!(second.bytes.len() < first.bytes.len() / 4);
+        let mut fresh = ReceiveHistory::new(link.max_objects);
+        assert!(matches!(
+            decode_packet::<ObjectState>(&link, &world.config, &second.bytes, &mut fresh),
+            Err(CodecError::MissingBaseline { sequence: 1, .. })
+        ));
+        assert_eq!(
+            decode_packet::<ObjectState>(&link, &world.config, &first.bytes[..5], &mut fresh),
+            Err(CodecError::Truncated)
+        );
+        let other = LinkConfig {
+            protocol_id: 1,
+            ..link
+        };
+        assert_eq!(
+            decode_packet::<ObjectState>(&other, &world.config, &first.bytes, &mut fresh),
+            Err(CodecError::Invalid {
+                field: "protocol id"
+            })
+        );
+        let cut = &first.bytes[..first.bytes.len() - 3];
+        assert_eq!(
+            decode_packet::<ObjectState>(&link, &world.config, cut, &mut fresh),
+            Err(CodecError::Truncated)
+        );
+    }
+
+    #[test]
+    fn avatars_and_objects_share_a_packet() {
+        let world = World::new(3, 20);
+        let config = world.config;
+        for backend in [Backend::Bitpack, Backend::Arith] {
+            let link = LinkConfig {
+                backend,
+                ..LinkConfig::default()
+            };
+            let avatar = AvatarState {
+                player: 2,
+                ..AvatarState::default()
+            };
+            let mut avatars = AckTracker::new(4);
+            let mut objects = AckTracker::new(link.max_objects);
+            let mut w = PacketWriter::new(
+                &link,
+                PacketHeader {
+                    sequence: 9,
+                    ..PacketHeader::default()
+                },
+            )
+            .unwrap();
+            let sent_avatars = w
+                .write_section(&config, &mut avatars, 5, &[2], |_| Some(avatar))
+                .unwrap();
+            let order: Vec<u16> = (0..20).collect();
+            let sent_objects = w
+                .write_section(&config, &mut objects, 5, &order, |id| {
+                    world.states.get(usize::from(id)).copied()
+                })
+                .unwrap();
+            assert_eq!((sent_avatars.len(), sent_objects.len()), (1, 20));
+            let bytes = w.finish();
+            let mut r = PacketReader::new(&link, &bytes).unwrap();
+            assert_eq!(r.backend(), backend);
+            let (_, a) = r
+                .read_section::<AvatarState>(&config, &mut ReceiveHistory::new(4))
+                .unwrap();
+            let (_, o) = r
+                .read_section::<ObjectState>(&config, &mut ReceiveHistory::new(link.max_objects))
+                .unwrap();
+            assert_eq!(a, vec![(2, avatar)]);
+            assert_eq!(o.len(), 20);
+            assert!(o.iter().all(|(id, s)| world.states[usize::from(*id)] == *s));
+        }
+    }
+}
