@@ -99,6 +99,7 @@ impl<T: Copy> AckTracker<T> {
     }
 
     /// The baseline to encode object `id` against in packet `sequence`, if one is acked and not too old.
+    #[inline]
     pub fn baseline(&self, id: u16, sequence: u16) -> Option<&Baseline<T>> {
         self.baselines
             .get(usize::from(id))?
@@ -153,6 +154,7 @@ impl<T: Copy> ReceiveHistory<T> {
     }
 
     /// The state of object `id` received in packet `sequence`, if still held.
+    #[inline]
     pub fn get(&self, id: u16, sequence: u16) -> Option<&Baseline<T>> {
         self.objects
             .get(usize::from(id))?

@@ -6,9 +6,12 @@ use crate::error::CodecError;
 use crate::quant::bits_for;
 use crate::stream::{Ctx, Stream, check_range};
 
-/// Writes values as fixed-width bit fields, most significant bit first.
+/// Writes values as fixed-width bit fields, most significant bit first. Fields gather in a 64-bit accumulator and
+/// go to the bitstream-io writer a 32-bit word at a time, which keeps the per-field cost to a few instructions.
 pub struct BitWriteStream {
     writer: BitWriter<Vec<u8>, BigEndian>,
+    acc: u64,
+    acc_bits: u32,
     bits: u64,
 }
 
@@ -24,11 +27,18 @@ impl BitWriteStream {
         Self::with_bytes(Vec::new())
     }
 
-    /// A stream appending to `bytes` (which must be empty or byte-complete; its bits count as written).
+    /// An empty stream with room for `bytes` bytes before it reallocates.
+    pub fn with_capacity(bytes: usize) -> Self {
+        Self::with_bytes(Vec::with_capacity(bytes))
+    }
+
+    /// A stream appending to `bytes` (their bits count as written).
     pub fn with_bytes(bytes: Vec<u8>) -> Self {
         let bits = bytes.len() as u64 * 8;
         Self {
             writer: BitWriter::endian(bytes, BigEndian),
+            acc: 0,
+            acc_bits: 0,
             bits,
         }
     }
@@ -40,19 +50,30 @@ impl BitWriteStream {
 
     /// Pads to a whole byte with zero bits and returns the bytes.
     pub fn finish(mut self) -> Vec<u8> {
-        // Writing into a Vec cannot fail.
+        // Writing into a Vec cannot fail, and the accumulator holds fewer than 32 bits.
+        if self.acc_bits > 0 {
+            let _ = self.writer.write_var::<u32>(self.acc_bits, self.acc as u32);
+        }
         let _ = self.writer.byte_align();
         self.writer.into_writer()
     }
 
+    #[inline]
     fn put(&mut self, value: u32, bits: u32) -> Result<(), CodecError> {
         if bits == 0 {
             return Ok(());
         }
-        self.writer
-            .write_var::<u32>(bits, value)
-            .map_err(|_| CodecError::Overflow)?;
+        self.acc = (self.acc << bits) | u64::from(value);
+        self.acc_bits += bits;
         self.bits += u64::from(bits);
+        if self.acc_bits >= 32 {
+            self.acc_bits -= 32;
+            let word = (self.acc >> self.acc_bits) as u32;
+            self.acc &= (1u64 << self.acc_bits) - 1;
+            self.writer
+                .write::<32, u32>(word)
+                .map_err(|_| CodecError::Overflow)?;
+        }
         Ok(())
     }
 }
@@ -75,17 +96,20 @@ impl Stream for BitWriteStream {
 
     #[inline]
     fn bits(&mut self, ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError> {
-        if bits < 32 && *value >> bits != 0 {
+        if bits > 32 || (bits < 32 && *value >> bits != 0) {
             return Err(CodecError::Invalid { field: ctx.name });
         }
         self.put(*value, bits)
     }
 }
 
-/// Reads what [`BitWriteStream`] wrote; running out of bytes is [`CodecError::Truncated`].
+/// Reads what [`BitWriteStream`] wrote; running out of bytes is [`CodecError::Truncated`]. Words come from the
+/// bitstream-io reader 32 bits at a time into an accumulator that fields are cut from.
 pub struct BitReadStream<'a> {
     reader: BitReader<&'a [u8], BigEndian>,
-    bits_left: u64,
+    source_bits: u64,
+    acc: u64,
+    acc_bits: u32,
 }
 
 impl<'a> BitReadStream<'a> {
@@ -93,26 +117,48 @@ impl<'a> BitReadStream<'a> {
     pub fn new(bytes: &'a [u8]) -> Self {
         Self {
             reader: BitReader::endian(bytes, BigEndian),
-            bits_left: bytes.len() as u64 * 8,
+            source_bits: bytes.len() as u64 * 8,
+            acc: 0,
+            acc_bits: 0,
         }
     }
 
     /// Bits not yet read.
     pub fn bits_left(&self) -> u64 {
-        self.bits_left
+        self.source_bits + u64::from(self.acc_bits)
     }
 
+    fn refill(&mut self) -> Result<(), CodecError> {
+        while self.acc_bits <= 32 && self.source_bits > 0 {
+            let take = self.source_bits.min(32) as u32;
+            let word = if take == 32 {
+                self.reader.read::<32, u32>()
+            } else {
+                self.reader.read_var::<u32>(take)
+            }
+            .map_err(|_| CodecError::Truncated)?;
+            self.source_bits -= u64::from(take);
+            self.acc = (self.acc << take) | u64::from(word);
+            self.acc_bits += take;
+        }
+        Ok(())
+    }
+
+    #[inline]
     fn get(&mut self, bits: u32) -> Result<u32, CodecError> {
         if bits == 0 {
             return Ok(0);
         }
-        if u64::from(bits) > self.bits_left {
-            return Err(CodecError::Truncated);
+        if self.acc_bits < bits {
+            self.refill()?;
+            if self.acc_bits < bits {
+                return Err(CodecError::Truncated);
+            }
         }
-        self.bits_left -= u64::from(bits);
-        self.reader
-            .read_var::<u32>(bits)
-            .map_err(|_| CodecError::Truncated)
+        self.acc_bits -= bits;
+        let v = (self.acc >> self.acc_bits) & ((1u64 << bits) - 1);
+        self.acc &= (1u64 << self.acc_bits) - 1;
+        Ok(v as u32)
     }
 }
 
@@ -135,7 +181,10 @@ impl Stream for BitReadStream<'_> {
     }
 
     #[inline]
-    fn bits(&mut self, _ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError> {
+    fn bits(&mut self, ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError> {
+        if bits > 32 {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
         *value = self.get(bits)?;
         Ok(())
     }
@@ -192,6 +241,29 @@ mod tests {
         let mut v = 0;
         let r = BitReadStream::new(&bytes).int(C, &mut v, -1000, 1000);
         assert_eq!(r, Err(CodecError::Invalid { field: "test" }));
+    }
+
+    #[test]
+    fn long_streams_of_odd_widths_round_trip() {
+        let fields: Vec<(u32, u32)> = (0..500u32)
+            .map(|i| {
+                let w = 1 + i % 32;
+                (i.wrapping_mul(2_654_435_761) & (u32::MAX >> (32 - w)), w)
+            })
+            .collect();
+        let mut w = BitWriteStream::new();
+        for &(v, n) in &fields {
+            w.bits(C, &mut v.clone(), n).unwrap();
+        }
+        let total = w.bits_written();
+        let bytes = w.finish();
+        let mut r = BitReadStream::new(&bytes);
+        for &(v, n) in &fields {
+            let mut x = 0;
+            r.bits(C, &mut x, n).unwrap();
+            assert_eq!(x, v, "width {n}");
+        }
+        assert_eq!(r.bits_left(), bytes.len() as u64 * 8 - total);
     }
 
     #[test]

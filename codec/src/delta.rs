@@ -77,6 +77,7 @@ pub struct DeltaPlan {
     pub bits: u64,
 }
 
+#[inline]
 fn measure<T: DeltaState>(
     config: &T::Config,
     value: &T,
@@ -121,6 +122,7 @@ pub fn plan<T: DeltaState>(
 
 /// Serializes one entry along `path` (written when writing, filled in when reading). `baseline` is the state the
 /// entry is coded against, if any, and `prediction` must be `T::predict` from it (the same on both ends).
+#[inline]
 pub fn serialize_entry<S: Stream, T: DeltaState>(
     s: &mut S,
     config: &T::Config,

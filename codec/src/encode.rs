@@ -75,6 +75,7 @@ const HELD_SAME: Ctx = Ctx::new(29, "held unchanged");
 const HELD_OBJECT: Ctx = Ctx::new(30, "held object id");
 const PLAYER_CHANGED: Ctx = Ctx::new(31, "player changed");
 
+#[inline]
 fn vec_residual<S: Stream>(
     s: &mut S,
     ctx: &VecCtx,
@@ -116,6 +117,7 @@ fn vec_residual<S: Stream>(
     Ok(())
 }
 
+#[inline]
 fn vec_absolute<S: Stream>(
     s: &mut S,
     ctx: Ctx,
@@ -128,6 +130,7 @@ fn vec_absolute<S: Stream>(
     Ok(())
 }
 
+#[inline]
 fn check_bounds(q: &Vec3Quantizer, v: &[i32; 3], ctx: Ctx) -> Result<(), CodecError> {
     if q.contains(*v) {
         Ok(())
@@ -136,6 +139,7 @@ fn check_bounds(q: &Vec3Quantizer, v: &[i32; 3], ctx: Ctx) -> Result<(), CodecEr
     }
 }
 
+#[inline]
 fn rotation_absolute<S: Stream>(
     s: &mut S,
     quant: &QuantConfig,
@@ -151,6 +155,7 @@ fn rotation_absolute<S: Stream>(
     Ok(())
 }
 
+#[inline]
 fn rotation_residual<S: Stream>(
     s: &mut S,
     quant: &QuantConfig,
@@ -179,6 +184,7 @@ fn rotation_residual<S: Stream>(
     Ok(())
 }
 
+#[inline]
 fn body_residual<S: Stream>(
     s: &mut S,
     quant: &QuantConfig,
@@ -213,6 +219,7 @@ fn body_residual<S: Stream>(
     Ok(())
 }
 
+#[inline]
 fn body_absolute<S: Stream>(
     s: &mut S,
     quant: &QuantConfig,
@@ -241,6 +248,7 @@ fn body_absolute<S: Stream>(
     Ok(())
 }
 
+#[inline]
 fn meta<S: Stream>(s: &mut S, o: &mut ObjectState) -> Result<(), CodecError> {
     s.u8(AUTHORITY, &mut o.authority)?;
     s.u16(AUTHORITY_SEQ, &mut o.authority_seq)?;
@@ -250,6 +258,7 @@ fn meta<S: Stream>(s: &mut S, o: &mut ObjectState) -> Result<(), CodecError> {
 impl DeltaState for ObjectState {
     type Config = StateConfig;
 
+    #[inline]
     fn predict(config: &StateConfig, baseline: &Self, frames: u16) -> Option<Self> {
         if frames == 0 || frames > crate::predict::MAX_PREDICT_FRAMES {
             return None;

@@ -134,7 +134,7 @@ impl PacketWriter {
                 field: "packet type",
             });
         }
-        let mut bits = BitWriteStream::new();
+        let mut bits = BitWriteStream::with_capacity(link.budget_bytes);
         let mut backend = link.backend;
         serialize_header(&mut bits, link.protocol_id, &mut header, &mut backend)?;
         let sink = match link.backend {
@@ -187,7 +187,7 @@ impl PacketWriter {
         }
         let budget_bits = (link.budget_bytes as u64) * 8;
         let id_bits = u64::from(bits_for(link.max_id() as u32));
-        let mut sent: Vec<(u16, T)> = Vec::new();
+        let mut sent: Vec<(u16, T)> = Vec::with_capacity(order.len().min(link.budget_bytes));
         let mut previous_offset = 0u16;
         let mut misses = 0;
         for &id in order {
@@ -305,9 +305,9 @@ fn read_section_entries<S: Stream, T: DeltaState>(
     let mut f = 0u32;
     s.bits(FRAME, &mut f, 16)?;
     let frame = f as u16;
-    let mut out = Vec::new();
-    let mut previous_offset = 0u16;
     let limit = usize::from(link.max_objects);
+    let mut out = Vec::with_capacity(limit.min(256));
+    let mut previous_offset = 0u16;
     loop {
         let mut more = false;
         s.bool(MORE, &mut more)?;

@@ -39,6 +39,7 @@ impl Ctx {
         }
     }
 
+    #[inline]
     pub(crate) fn slot(self) -> usize {
         usize::from(self.id) % Self::COUNT
     }
@@ -92,6 +93,7 @@ pub trait Stream {
 }
 
 /// Checks a value against its range; the writing and reading streams share it.
+#[inline]
 pub(crate) fn check_range(ctx: Ctx, value: i64, min: i32, max: i32) -> Result<(), CodecError> {
     if value < i64::from(min) || value > i64::from(max) {
         Err(CodecError::Invalid { field: ctx.name })
