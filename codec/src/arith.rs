@@ -1,21 +1,30 @@
 //! The entropy-coding back end: the same [`Stream`] calls, coded with adaptive binary models per context.
 //!
-//! An integer is coded relative to the point of its range nearest zero (deltas and prediction errors cluster
-//! there): first its bit length `k` (0..=33) through a six-level binary tree of models, then its sign (when both
-//! signs are possible), then the bit below the leading one with a model chosen by `k`, and the remaining low bits
-//! at even odds. A flag is one adaptive bit. Each [`Ctx`] owns its own set of models, and every packet starts from
+//! An integer of a small range (at most 16 values: tags, buckets) is coded through a binary tree of models over
+//! its value, so its whole distribution is learned. A wider integer is coded relative to the point of its range
+//! nearest zero (deltas and prediction errors cluster there): first its bit length `k` through a binary tree of
+//! models just deep enough for the range, then its sign (when both signs are possible), then the bit below the
+//! leading one with a model chosen by `k`, and the remaining low bits at even odds. A flag is one adaptive bit. Each [`Ctx`] owns its own set of models, and every packet starts from
 //! fresh models, so packets decode independently of each other.
 
 use crate::error::CodecError;
 use crate::range::{EncoderCheckpoint, PROB_INIT, RangeDecoder, RangeEncoder};
 use crate::stream::{Ctx, Stream, check_range};
 
-const TREE: usize = 64;
+const SMALL_SPAN: i64 = 15;
 const FLAG: usize = 0;
 const SIGN: usize = 1;
-const BUCKET: usize = 2;
-const MANTISSA: usize = BUCKET + TREE;
+const SMALL: usize = 2;
+const BUCKET: usize = SMALL + 32;
+const MANTISSA: usize = BUCKET + 128;
 const PER_CTX: usize = MANTISSA + 34;
+
+/// The model of `node` (1..2^levels) in a tree of depth `levels`: trees of different depths in one context get
+/// separate models, since the same node means a different thing in each.
+#[inline]
+fn tree_slot(levels: u32, node: usize) -> usize {
+    (1 << levels) + node - 1
+}
 
 /// The adaptive models of every context.
 #[derive(Debug, Clone)]
@@ -31,12 +40,31 @@ impl Models {
     }
 }
 
-/// The origin an integer in `min..=max` is coded from, and whether it can lie below and above it.
-fn origin(min: i64, max: i64) -> (i64, bool, bool) {
-    let base = 0i64.clamp(min, max);
-    (base, min < base, max > base)
+/// How a wide integer in `min..=max` is coded: its origin, whether it can lie below and above it, and the depth
+/// of the tree its bit length goes through.
+#[derive(Clone, Copy)]
+struct Shape {
+    base: i64,
+    below: bool,
+    above: bool,
+    max_k: u32,
+    levels: u32,
 }
 
+#[inline]
+fn shape(min: i64, max: i64) -> Shape {
+    let base = 0i64.clamp(min, max);
+    let max_k = bit_length((base - min).max(max - base) as u64);
+    Shape {
+        base,
+        below: min < base,
+        above: max > base,
+        max_k,
+        levels: bit_length(u64::from(max_k)),
+    }
+}
+
+#[inline]
 fn bit_length(m: u64) -> u32 {
     64 - m.leading_zeros()
 }
@@ -122,20 +150,31 @@ impl ArithWriteStream {
 
     fn value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
         let c = ctx.slot() * PER_CTX;
-        let (base, below, above) = origin(min, max);
-        let d = value - base;
+        if max - min <= SMALL_SPAN {
+            let x = (value - min) as u32;
+            let levels = bit_length((max - min) as u64);
+            let mut node = 1usize;
+            for i in (0..levels).rev() {
+                let b = (x >> i) & 1 != 0;
+                self.bit(c + SMALL + tree_slot(levels, node), b);
+                node = node * 2 + usize::from(b);
+            }
+            return;
+        }
+        let sh = shape(min, max);
+        let d = value - sh.base;
         let m = d.unsigned_abs();
         let k = bit_length(m);
         let mut node = 1usize;
-        for i in (0..6).rev() {
+        for i in (0..sh.levels).rev() {
             let b = (k >> i) & 1 != 0;
-            self.bit(c + BUCKET + node, b);
+            self.bit(c + BUCKET + tree_slot(sh.levels, node), b);
             node = node * 2 + usize::from(b);
         }
         if k == 0 {
             return;
         }
-        if below && above {
+        if sh.below && sh.above {
             self.bit(c + SIGN, d < 0);
         }
         if k >= 2 {
@@ -207,23 +246,36 @@ impl<'a> ArithReadStream<'a> {
 
     fn value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
         let c = ctx.slot() * PER_CTX;
-        let (base, below, above) = origin(min, max);
+        if max - min <= SMALL_SPAN {
+            let levels = bit_length((max - min) as u64);
+            let mut node = 1usize;
+            for _ in 0..levels {
+                let b = self.bit(c + SMALL + tree_slot(levels, node))?;
+                node = node * 2 + usize::from(b);
+            }
+            let v = min + (node - (1 << levels)) as i64;
+            if v > max {
+                return Err(CodecError::Invalid { field: ctx.name });
+            }
+            return Ok(v);
+        }
+        let sh = shape(min, max);
         let mut node = 1usize;
-        for _ in 0..6 {
-            let b = self.bit(c + BUCKET + node)?;
+        for _ in 0..sh.levels {
+            let b = self.bit(c + BUCKET + tree_slot(sh.levels, node))?;
             node = node * 2 + usize::from(b);
         }
-        let k = (node - TREE) as u32;
+        let k = (node - (1 << sh.levels)) as u32;
         if k == 0 {
-            return Ok(base);
+            return Ok(sh.base);
         }
-        if k > 33 {
+        if k > sh.max_k {
             return Err(CodecError::Invalid { field: ctx.name });
         }
-        let negative = if below && above {
+        let negative = if sh.below && sh.above {
             self.bit(c + SIGN)?
         } else {
-            below
+            sh.below
         };
         let mut m = 1u64;
         if k >= 2 {
@@ -240,7 +292,7 @@ impl<'a> ArithReadStream<'a> {
             m = (m << rest) | low;
         }
         let d = if negative { -(m as i64) } else { m as i64 };
-        let v = base + d;
+        let v = sh.base + d;
         if v < min || v > max {
             return Err(CodecError::Invalid { field: ctx.name });
         }

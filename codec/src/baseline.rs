@@ -8,11 +8,13 @@ use crate::seq::seq_newer;
 /// Packets the ack tracker remembers; acks for older packets are ignored (at 60 Hz, a little over four seconds).
 pub const SENT_PACKETS: usize = 256;
 
-/// Received states kept per object on the receiving side.
-pub const HISTORY_PER_OBJECT: usize = 32;
+/// Received states kept per object on the receiving side (a little over a second of packets at 60 Hz).
+pub const HISTORY_PER_OBJECT: usize = 64;
 
-/// The largest distance, in packets, between a packet and the baseline one of its entries names.
-pub const MAX_BASELINE_OFFSET: u16 = 1024;
+/// The largest distance, in packets, between a packet and the baseline one of its entries names. A packet holds at
+/// most one state per object, so a receiver that got the baseline still holds it this many packets later; an
+/// older acked baseline is not used, and the object goes absolute.
+pub const MAX_BASELINE_OFFSET: u16 = HISTORY_PER_OBJECT as u16;
 
 /// A state both sides are known to hold: it arrived in packet `sequence`, sent at simulation frame `frame`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,13 +209,13 @@ mod tests {
     #[test]
     fn history_keeps_the_latest_states() {
         let mut h = ReceiveHistory::<u16>::new(2);
-        for s in 0..40u16 {
+        for s in 0..80u16 {
             h.insert(1, s, s, s * 10);
         }
-        assert!(h.get(1, 7).is_none());
-        assert_eq!(h.get(1, 8).map(|b| b.state), Some(80));
-        assert_eq!(h.get(1, 39).map(|b| b.state), Some(390));
-        assert!(h.get(0, 39).is_none());
+        assert!(h.get(1, 15).is_none());
+        assert_eq!(h.get(1, 16).map(|b| b.state), Some(160));
+        assert_eq!(h.get(1, 79).map(|b| b.state), Some(790));
+        assert!(h.get(0, 79).is_none());
         h.insert(5, 1, 1, 1);
         assert!(h.get(5, 1).is_none());
     }
