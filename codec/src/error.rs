@@ -25,6 +25,16 @@ pub enum CodecError {
         /// The largest count allowed.
         limit: u64,
     },
+    /// An entry names a baseline the receiver no longer holds (or never received).
+    #[error(
+        "object {object} names baseline packet {sequence}, which is not in the receive history"
+    )]
+    MissingBaseline {
+        /// The object id.
+        object: u16,
+        /// The packet sequence of the named baseline.
+        sequence: u16,
+    },
     /// The writer ran out of room in its byte budget.
     #[error("output buffer full")]
     Overflow,

@@ -2,6 +2,7 @@
 
 /// True when sequence `a` is newer than `b`, allowing for wraparound at 65536: `a` is newer when it is ahead of
 /// `b` by at most half the number space. Authority, ownership and packet sequences all compare this way.
+#[inline]
 pub fn seq_newer(a: u16, b: u16) -> bool {
     (a > b && a - b <= 32768) || (a < b && b - a > 32768)
 }

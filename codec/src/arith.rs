@@ -1,0 +1,413 @@
+//! The entropy-coding back end: the same [`Stream`] calls, coded with adaptive binary models per context.
+//!
+//! An integer of a small range (at most 16 values: tags, buckets) is coded through a binary tree of models over
+//! its value, so its whole distribution is learned. A wider integer is coded relative to the point of its range
+//! nearest zero (deltas and prediction errors cluster there): first its bit length `k` through a binary tree of
+//! models just deep enough for the range, then its sign (when both signs are possible), then the bit below the
+//! leading one with a model chosen by `k`, and the remaining low bits at even odds. A flag is one adaptive bit. Each [`Ctx`] owns its own set of models, and every packet starts from
+//! fresh models, so packets decode independently of each other.
+
+use crate::error::CodecError;
+use crate::range::{EncoderCheckpoint, PROB_INIT, RangeDecoder, RangeEncoder};
+use crate::stream::{Ctx, Stream, check_range};
+
+const SMALL_SPAN: i64 = 15;
+const FLAG: usize = 0;
+const SIGN: usize = 1;
+const SMALL: usize = 2;
+const BUCKET: usize = SMALL + 32;
+const MANTISSA: usize = BUCKET + 128;
+const PER_CTX: usize = MANTISSA + 34;
+
+/// The model of `node` (1..2^levels) in a tree of depth `levels`: trees of different depths in one context get
+/// separate models, since the same node means a different thing in each.
+#[inline]
+fn tree_slot(levels: u32, node: usize) -> usize {
+    (1 << levels) + node - 1
+}
+
+/// The adaptive models of every context.
+#[derive(Debug, Clone)]
+struct Models {
+    probs: Vec<u16>,
+}
+
+impl Models {
+    fn new() -> Self {
+        Self {
+            probs: vec![PROB_INIT; PER_CTX * Ctx::COUNT],
+        }
+    }
+}
+
+/// How a wide integer in `min..=max` is coded: its origin, whether it can lie below and above it, and the depth
+/// of the tree its bit length goes through.
+#[derive(Clone, Copy)]
+struct Shape {
+    base: i64,
+    below: bool,
+    above: bool,
+    max_k: u32,
+    levels: u32,
+}
+
+#[inline]
+fn shape(min: i64, max: i64) -> Shape {
+    let base = 0i64.clamp(min, max);
+    let max_k = bit_length((base - min).max(max - base) as u64);
+    Shape {
+        base,
+        below: min < base,
+        above: max > base,
+        max_k,
+        levels: bit_length(u64::from(max_k)),
+    }
+}
+
+#[inline]
+fn bit_length(m: u64) -> u32 {
+    64 - m.leading_zeros()
+}
+
+/// Codes values into a range-coded byte stream.
+#[derive(Debug, Clone)]
+pub struct ArithWriteStream {
+    enc: RangeEncoder,
+    models: Models,
+    undo: Vec<(u32, u16)>,
+    logging: bool,
+}
+
+/// A point to return to if a tentative write does not fit.
+#[derive(Debug, Clone, Copy)]
+pub struct ArithCheckpoint {
+    enc: EncoderCheckpoint,
+    undo_len: usize,
+}
+
+impl Default for ArithWriteStream {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ArithWriteStream {
+    /// An empty stream with fresh models.
+    pub fn new() -> Self {
+        Self {
+            enc: RangeEncoder::new(),
+            models: Models::new(),
+            undo: Vec::new(),
+            logging: false,
+        }
+    }
+
+    /// The number of bytes [`ArithWriteStream::finish`] would return now.
+    pub fn finished_len(&self) -> usize {
+        self.enc.finished_len()
+    }
+
+    /// Starts a tentative write: model updates are logged until [`ArithWriteStream::commit`] or
+    /// [`ArithWriteStream::rollback`].
+    pub fn checkpoint(&mut self) -> ArithCheckpoint {
+        self.logging = true;
+        ArithCheckpoint {
+            enc: self.enc.checkpoint(),
+            undo_len: self.undo.len(),
+        }
+    }
+
+    /// Keeps everything written since the checkpoint.
+    pub fn commit(&mut self) {
+        self.logging = false;
+        self.undo.clear();
+    }
+
+    /// Undoes everything written since the checkpoint, models included.
+    pub fn rollback(&mut self, c: ArithCheckpoint) {
+        self.enc.rollback(c.enc);
+        while self.undo.len() > c.undo_len {
+            if let Some((i, p)) = self.undo.pop() {
+                self.models.probs[i as usize] = p;
+            }
+        }
+        self.logging = false;
+        self.undo.clear();
+    }
+
+    /// Flushes the coder and returns the bytes.
+    pub fn finish(self) -> Vec<u8> {
+        self.enc.finish()
+    }
+
+    #[inline]
+    fn bit(&mut self, index: usize, bit: bool) {
+        if self.logging {
+            self.undo.push((index as u32, self.models.probs[index]));
+        }
+        self.enc.encode_bit(&mut self.models.probs[index], bit);
+    }
+
+    fn value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
+        let c = ctx.slot() * PER_CTX;
+        if max - min <= SMALL_SPAN {
+            let x = (value - min) as u32;
+            let levels = bit_length((max - min) as u64);
+            let mut node = 1usize;
+            for i in (0..levels).rev() {
+                let b = (x >> i) & 1 != 0;
+                self.bit(c + SMALL + tree_slot(levels, node), b);
+                node = node * 2 + usize::from(b);
+            }
+            return;
+        }
+        let sh = shape(min, max);
+        let d = value - sh.base;
+        let m = d.unsigned_abs();
+        let k = bit_length(m);
+        let mut node = 1usize;
+        for i in (0..sh.levels).rev() {
+            let b = (k >> i) & 1 != 0;
+            self.bit(c + BUCKET + tree_slot(sh.levels, node), b);
+            node = node * 2 + usize::from(b);
+        }
+        if k == 0 {
+            return;
+        }
+        if sh.below && sh.above {
+            self.bit(c + SIGN, d < 0);
+        }
+        if k >= 2 {
+            self.bit(c + MANTISSA + k as usize, (m >> (k - 2)) & 1 != 0);
+        }
+        if k >= 3 {
+            let rest = k - 2;
+            let low = m & ((1u64 << rest) - 1);
+            if rest > 16 {
+                self.enc.encode_direct((low >> 16) as u32, rest - 16);
+                self.enc.encode_direct((low & 0xFFFF) as u32, 16);
+            } else {
+                self.enc.encode_direct(low as u32, rest);
+            }
+        }
+    }
+}
+
+impl Stream for ArithWriteStream {
+    const READING: bool = false;
+
+    #[inline]
+    fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
+        self.bit(ctx.slot() * PER_CTX + FLAG, *value);
+        Ok(())
+    }
+
+    fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
+        check_range(ctx, i64::from(*value), min, max)?;
+        self.value(ctx, i64::from(*value), i64::from(min), i64::from(max));
+        Ok(())
+    }
+
+    fn bits(&mut self, ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError> {
+        let max = (1u64 << bits.min(32)) - 1;
+        if u64::from(*value) > max {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        self.value(ctx, i64::from(*value), 0, max as i64);
+        Ok(())
+    }
+}
+
+/// Decodes what [`ArithWriteStream`] wrote.
+#[derive(Debug, Clone)]
+pub struct ArithReadStream<'a> {
+    dec: RangeDecoder<'a>,
+    models: Models,
+}
+
+impl<'a> ArithReadStream<'a> {
+    /// A stream over `bytes` with fresh models.
+    pub fn new(bytes: &'a [u8]) -> Result<Self, CodecError> {
+        Ok(Self {
+            dec: RangeDecoder::new(bytes)?,
+            models: Models::new(),
+        })
+    }
+
+    /// Bytes consumed so far.
+    pub fn position(&self) -> usize {
+        self.dec.position()
+    }
+
+    #[inline]
+    fn bit(&mut self, index: usize) -> Result<bool, CodecError> {
+        self.dec.decode_bit(&mut self.models.probs[index])
+    }
+
+    fn value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
+        let c = ctx.slot() * PER_CTX;
+        if max - min <= SMALL_SPAN {
+            let levels = bit_length((max - min) as u64);
+            let mut node = 1usize;
+            for _ in 0..levels {
+                let b = self.bit(c + SMALL + tree_slot(levels, node))?;
+                node = node * 2 + usize::from(b);
+            }
+            let v = min + (node - (1 << levels)) as i64;
+            if v > max {
+                return Err(CodecError::Invalid { field: ctx.name });
+            }
+            return Ok(v);
+        }
+        let sh = shape(min, max);
+        let mut node = 1usize;
+        for _ in 0..sh.levels {
+            let b = self.bit(c + BUCKET + tree_slot(sh.levels, node))?;
+            node = node * 2 + usize::from(b);
+        }
+        let k = (node - (1 << sh.levels)) as u32;
+        if k == 0 {
+            return Ok(sh.base);
+        }
+        if k > sh.max_k {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        let negative = if sh.below && sh.above {
+            self.bit(c + SIGN)?
+        } else {
+            sh.below
+        };
+        let mut m = 1u64;
+        if k >= 2 {
+            m = (m << 1) | u64::from(self.bit(c + MANTISSA + k as usize)?);
+        }
+        if k >= 3 {
+            let rest = k - 2;
+            let low = if rest > 16 {
+                let hi = u64::from(self.dec.decode_direct(rest - 16)?);
+                (hi << 16) | u64::from(self.dec.decode_direct(16)?)
+            } else {
+                u64::from(self.dec.decode_direct(rest)?)
+            };
+            m = (m << rest) | low;
+        }
+        let d = if negative { -(m as i64) } else { m as i64 };
+        let v = sh.base + d;
+        if v < min || v > max {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        Ok(v)
+    }
+}
+
+impl Stream for ArithReadStream<'_> {
+    const READING: bool = true;
+
+    #[inline]
+    fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
+        *value = self.bit(ctx.slot() * PER_CTX + FLAG)?;
+        Ok(())
+    }
+
+    fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
+        *value = self.value(ctx, i64::from(min), i64::from(max))? as i32;
+        Ok(())
+    }
+
+    fn bits(&mut self, ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError> {
+        let max = (1u64 << bits.min(32)) - 1;
+        *value = self.value(ctx, 0, max as i64)? as u32;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bitpack::BitWriteStream;
+    use proptest::prelude::*;
+
+    const A: Ctx = Ctx::new(1, "a");
+    const B: Ctx = Ctx::new(2, "b");
+
+    #[test]
+    fn small_deltas_cost_less_than_bitpacking() {
+        let mut a = ArithWriteStream::new();
+        let mut p = BitWriteStream::new();
+        for i in 0..500 {
+            let mut v = (i % 5) - 2;
+            a.int(A, &mut v, -4096, 4095).unwrap();
+            p.int(A, &mut v, -4096, 4095).unwrap();
+        }
+        let arith = a.finish().len();
+        let packed = p.finish().len();
+        assert!(
+            arith * 3 < packed,
+            "arith {arith} bytes, bitpack {packed} bytes"
+        );
+    }
+
+    #[test]
+    fn rollback_restores_models() {
+        let mut w = ArithWriteStream::new();
+        let mut v = 3;
+        w.int(A, &mut v, -10, 10).unwrap();
+        let c = w.checkpoint();
+        for _ in 0..50 {
+            w.int(A, &mut 7, -10, 10).unwrap();
+        }
+        w.rollback(c);
+        w.int(A, &mut -2, -10, 10).unwrap();
+        let bytes = w.finish();
+        let mut r = ArithReadStream::new(&bytes).unwrap();
+        let mut x = 0;
+        r.int(A, &mut x, -10, 10).unwrap();
+        assert_eq!(x, 3);
+        r.int(A, &mut x, -10, 10).unwrap();
+        assert_eq!(x, -2);
+    }
+
+    #[test]
+    fn garbage_is_rejected_without_panic() {
+        let bytes = [0xA5u8; 64];
+        let mut r = ArithReadStream::new(&bytes).unwrap();
+        let mut errors = 0;
+        for _ in 0..200 {
+            let mut v = 0;
+            if r.int(A, &mut v, -3, 3).is_err() {
+                errors += 1;
+            } else {
+                assert!((-3..=3).contains(&v));
+            }
+        }
+        assert!(errors > 0);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips_ranges(ops in prop::collection::vec(
+            (any::<i32>(), any::<i32>(), any::<i32>(), any::<bool>(), any::<u32>(), 1u32..=32), 0..100)
+        ) {
+            let mut w = ArithWriteStream::new();
+            let mut expect = Vec::new();
+            for &(a, b, c, flag, raw, n) in &ops {
+                let (min, max) = (a.min(b), a.max(b));
+                let v = (i64::from(min) + (i64::from(c).rem_euclid(i64::from(max) - i64::from(min) + 1))) as i32;
+                let raw = if n == 32 { raw } else { raw & ((1 << n) - 1) };
+                w.int(A, &mut v.clone(), min, max).unwrap();
+                w.bool(B, &mut flag.clone()).unwrap();
+                w.bits(B, &mut raw.clone(), n).unwrap();
+                expect.push((v, min, max, flag, raw, n));
+            }
+            let bytes = w.finish();
+            let mut r = ArithReadStream::new(&bytes).unwrap();
+            for &(v, min, max, flag, raw, n) in &expect {
+                let (mut x, mut f, mut y) = (0, false, 0);
+                r.int(A, &mut x, min, max).unwrap();
+                r.bool(B, &mut f).unwrap();
+                r.bits(B, &mut y, n).unwrap();
+                prop_assert_eq!((x, f, y), (v, flag, raw));
+            }
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! Per-object baselines: the sender's ack tracker and the receiver's history of received states.
+//!
+//! Both are generic over the state type, so rigid bodies, avatars and shooter snapshots share the machinery.
+
+use crate::header::acked_sequences;
+use crate::seq::seq_newer;
+
+/// Packets the ack tracker remembers; acks for older packets are ignored (at 60 Hz, a little over four seconds).
+pub const SENT_PACKETS: usize = 256;
+
+/// Received states kept per object on the receiving side (a little over a second of packets at 60 Hz).
+pub const HISTORY_PER_OBJECT: usize = 64;
+
+/// The largest distance, in packets, between a packet and the baseline one of its entries names. A packet holds at
+/// most one state per object, so a receiver that got the baseline still holds it this many packets later; an
+/// older acked baseline is not used, and the object goes absolute.
+pub const MAX_BASELINE_OFFSET: u16 = HISTORY_PER_OBJECT as u16;
+
+/// A state both sides are known to hold: it arrived in packet `sequence`, sent at simulation frame `frame`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Baseline<T> {
+    /// The packet that carried it.
+    pub sequence: u16,
+    /// The sender's frame when it was sent (the predictor runs from here).
+    pub frame: u16,
+    /// The state itself.
+    pub state: T,
+}
+
+#[derive(Debug, Clone)]
+struct SentPacket<T> {
+    sequence: u16,
+    frame: u16,
+    live: bool,
+    states: Vec<(u16, T)>,
+}
+
+/// The sender's side: which states each sent packet carried, and each object's newest acked state.
+#[derive(Debug, Clone)]
+pub struct AckTracker<T> {
+    sent: Vec<SentPacket<T>>,
+    baselines: Vec<Option<Baseline<T>>>,
+}
+
+impl<T: Copy> AckTracker<T> {
+    /// A tracker for object ids `0..max_objects`.
+    pub fn new(max_objects: u16) -> Self {
+        Self {
+            sent: (0..SENT_PACKETS)
+                .map(|_| SentPacket {
+                    sequence: 0,
+                    frame: 0,
+                    live: false,
+                    states: Vec::new(),
+                })
+                .collect(),
+            baselines: vec![None; usize::from(max_objects)],
+        }
+    }
+
+    /// Records the states packet `sequence` (sent at `frame`) carried.
+    pub fn record_sent(
+        &mut self,
+        sequence: u16,
+        frame: u16,
+        states: impl IntoIterator<Item = (u16, T)>,
+    ) {
+        let slot = &mut self.sent[usize::from(sequence) % SENT_PACKETS];
+        slot.sequence = sequence;
+        slot.frame = frame;
+        slot.live = true;
+        slot.states.clear();
+        slot.states.extend(states);
+    }
+
+    /// Processes the ack fields of a header from the other side: every newly acked packet's states become their
+    /// objects' baselines (unless a newer baseline is already known). Returns the newly acked sequences.
+    pub fn process_acks(&mut self, ack: u16, ack_bits: u32) -> Vec<u16> {
+        let mut newly = Vec::new();
+        for sequence in acked_sequences(ack, ack_bits) {
+            let slot = &mut self.sent[usize::from(sequence) % SENT_PACKETS];
+            if !slot.live || slot.sequence != sequence {
+                continue;
+            }
+            slot.live = false;
+            newly.push(sequence);
+            for &(id, state) in &slot.states {
+                let Some(b) = self.baselines.get_mut(usize::from(id)) else {
+                    continue;
+                };
+                if b.is_none_or(|old| seq_newer(sequence, old.sequence)) {
+                    *b = Some(Baseline {
+                        sequence,
+                        frame: slot.frame,
+                        state,
+                    });
+                }
+            }
+        }
+        newly
+    }
+
+    /// The baseline to encode object `id` against in packet `sequence`, if one is acked and not too old.
+    #[inline]
+    pub fn baseline(&self, id: u16, sequence: u16) -> Option<&Baseline<T>> {
+        self.baselines
+            .get(usize::from(id))?
+            .as_ref()
+            .filter(|b| (1..=MAX_BASELINE_OFFSET).contains(&sequence.wrapping_sub(b.sequence)))
+    }
+
+    /// Forgets every baseline (a new connection, or a resynchronisation).
+    pub fn reset(&mut self) {
+        self.baselines.iter_mut().for_each(|b| *b = None);
+        self.sent.iter_mut().for_each(|p| p.live = false);
+    }
+}
+
+/// The receiver's side: the last [`HISTORY_PER_OBJECT`] states received for each object, by packet sequence.
+#[derive(Debug, Clone)]
+pub struct ReceiveHistory<T> {
+    objects: Vec<Vec<Baseline<T>>>,
+    cursor: Vec<u8>,
+}
+
+impl<T: Copy> ReceiveHistory<T> {
+    /// A history for object ids `0..max_objects`.
+    pub fn new(max_objects: u16) -> Self {
+        Self {
+            objects: vec![Vec::new(); usize::from(max_objects)],
+            cursor: vec![0; usize::from(max_objects)],
+        }
+    }
+
+    /// Stores the state of object `id` received in packet `sequence` (sent at `frame`). Ids out of range are
+    /// ignored (decoders reject them before this).
+    pub fn insert(&mut self, id: u16, sequence: u16, frame: u16, state: T) {
+        let i = usize::from(id);
+        let Some(ring) = self.objects.get_mut(i) else {
+            return;
+        };
+        let entry = Baseline {
+            sequence,
+            frame,
+            state,
+        };
+        if let Some(e) = ring.iter_mut().find(|e| e.sequence == sequence) {
+            *e = entry;
+        } else if ring.len() < HISTORY_PER_OBJECT {
+            ring.push(entry);
+        } else {
+            let c = &mut self.cursor[i];
+            ring[usize::from(*c)] = entry;
+            *c = ((usize::from(*c) + 1) % HISTORY_PER_OBJECT) as u8;
+        }
+    }
+
+    /// The state of object `id` received in packet `sequence`, if still held.
+    #[inline]
+    pub fn get(&self, id: u16, sequence: u16) -> Option<&Baseline<T>> {
+        self.objects
+            .get(usize::from(id))?
+            .iter()
+            .find(|e| e.sequence == sequence)
+    }
+
+    /// Forgets everything.
+    pub fn reset(&mut self) {
+        self.objects.iter_mut().for_each(Vec::clear);
+        self.cursor.iter_mut().for_each(|c| *c = 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acks_promote_states_to_baselines() {
+        let mut t = AckTracker::<u32>::new(8);
+        t.record_sent(10, 100, [(1, 11), (2, 21)]);
+        t.record_sent(11, 101, [(1, 12)]);
+        t.record_sent(12, 102, [(2, 22)]);
+        assert!(t.baseline(1, 13).is_none());
+        // Packet 12 acked first, 10 and 11 later through the ack bits.
+        assert_eq!(t.process_acks(12, 0), vec![12]);
+        assert_eq!(t.baseline(2, 13).map(|b| b.state), Some(22));
+        assert!(t.baseline(1, 13).is_none());
+        assert_eq!(t.process_acks(12, 0b11), vec![11, 10]);
+        let b1 = t.baseline(1, 13).unwrap();
+        assert_eq!((b1.sequence, b1.frame, b1.state), (11, 101, 12));
+        // The older packet 10 must not replace the newer baseline of object 2.
+        assert_eq!(t.baseline(2, 13).map(|b| b.state), Some(22));
+        // Acking again changes nothing.
+        assert!(t.process_acks(12, 0b11).is_empty());
+    }
+
+    #[test]
+    fn stale_baselines_are_not_offered() {
+        let mut t = AckTracker::<u32>::new(2);
+        t.record_sent(5, 0, [(0, 1)]);
+        t.process_acks(5, 0);
+        assert!(t.baseline(0, 5).is_none());
+        assert!(t.baseline(0, 5 + MAX_BASELINE_OFFSET).is_some());
+        assert!(t.baseline(0, 6 + MAX_BASELINE_OFFSET).is_none());
+        assert!(t.baseline(7, 6).is_none());
+    }
+
+    #[test]
+    fn history_keeps_the_latest_states() {
+        let mut h = ReceiveHistory::<u16>::new(2);
+        for s in 0..80u16 {
+            h.insert(1, s, s, s * 10);
+        }
+        assert!(h.get(1, 15).is_none());
+        assert_eq!(h.get(1, 16).map(|b| b.state), Some(160));
+        assert_eq!(h.get(1, 79).map(|b| b.state), Some(790));
+        assert!(h.get(0, 79).is_none());
+        h.insert(5, 1, 1, 1);
+        assert!(h.get(5, 1).is_none());
+    }
+}

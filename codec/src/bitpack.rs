@@ -1,0 +1,275 @@
+//! The bit-packing back end: each value takes exactly the bits its range needs, on bitstream-io.
+
+use bitstream_io::{BigEndian, BitRead, BitReader, BitWrite, BitWriter};
+
+use crate::error::CodecError;
+use crate::quant::bits_for;
+use crate::stream::{Ctx, Stream, check_range};
+
+/// Writes values as fixed-width bit fields, most significant bit first. Fields gather in a 64-bit accumulator and
+/// go to the bitstream-io writer a 32-bit word at a time, which keeps the per-field cost to a few instructions.
+pub struct BitWriteStream {
+    writer: BitWriter<Vec<u8>, BigEndian>,
+    acc: u64,
+    acc_bits: u32,
+    bits: u64,
+}
+
+impl Default for BitWriteStream {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl BitWriteStream {
+    /// An empty stream.
+    pub fn new() -> Self {
+        Self::with_bytes(Vec::new())
+    }
+
+    /// An empty stream with room for `bytes` bytes before it reallocates.
+    pub fn with_capacity(bytes: usize) -> Self {
+        Self::with_bytes(Vec::with_capacity(bytes))
+    }
+
+    /// A stream appending to `bytes` (their bits count as written).
+    pub fn with_bytes(bytes: Vec<u8>) -> Self {
+        let bits = bytes.len() as u64 * 8;
+        Self {
+            writer: BitWriter::endian(bytes, BigEndian),
+            acc: 0,
+            acc_bits: 0,
+            bits,
+        }
+    }
+
+    /// Bits written so far.
+    pub fn bits_written(&self) -> u64 {
+        self.bits
+    }
+
+    /// Pads to a whole byte with zero bits and returns the bytes.
+    pub fn finish(mut self) -> Vec<u8> {
+        // Writing into a Vec cannot fail, and the accumulator holds fewer than 32 bits.
+        if self.acc_bits > 0 {
+            let _ = self.writer.write_var::<u32>(self.acc_bits, self.acc as u32);
+        }
+        let _ = self.writer.byte_align();
+        self.writer.into_writer()
+    }
+
+    #[inline]
+    fn put(&mut self, value: u32, bits: u32) -> Result<(), CodecError> {
+        if bits == 0 {
+            return Ok(());
+        }
+        self.acc = (self.acc << bits) | u64::from(value);
+        self.acc_bits += bits;
+        self.bits += u64::from(bits);
+        if self.acc_bits >= 32 {
+            self.acc_bits -= 32;
+            let word = (self.acc >> self.acc_bits) as u32;
+            self.acc &= (1u64 << self.acc_bits) - 1;
+            self.writer
+                .write::<32, u32>(word)
+                .map_err(|_| CodecError::Overflow)?;
+        }
+        Ok(())
+    }
+}
+
+impl Stream for BitWriteStream {
+    const READING: bool = false;
+
+    #[inline]
+    fn bool(&mut self, _ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
+        self.put(u32::from(*value), 1)
+    }
+
+    #[inline]
+    fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
+        check_range(ctx, i64::from(*value), min, max)?;
+        let span = (i64::from(max) - i64::from(min)) as u32;
+        let offset = (i64::from(*value) - i64::from(min)) as u32;
+        self.put(offset, bits_for(span))
+    }
+
+    #[inline]
+    fn bits(&mut self, ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError> {
+        if bits > 32 || (bits < 32 && *value >> bits != 0) {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        self.put(*value, bits)
+    }
+}
+
+/// Reads what [`BitWriteStream`] wrote; running out of bytes is [`CodecError::Truncated`]. Words come from the
+/// bitstream-io reader 32 bits at a time into an accumulator that fields are cut from.
+pub struct BitReadStream<'a> {
+    reader: BitReader<&'a [u8], BigEndian>,
+    source_bits: u64,
+    acc: u64,
+    acc_bits: u32,
+}
+
+impl<'a> BitReadStream<'a> {
+    /// A stream over `bytes`.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Self {
+            reader: BitReader::endian(bytes, BigEndian),
+            source_bits: bytes.len() as u64 * 8,
+            acc: 0,
+            acc_bits: 0,
+        }
+    }
+
+    /// Bits not yet read.
+    pub fn bits_left(&self) -> u64 {
+        self.source_bits + u64::from(self.acc_bits)
+    }
+
+    fn refill(&mut self) -> Result<(), CodecError> {
+        while self.acc_bits <= 32 && self.source_bits > 0 {
+            let take = self.source_bits.min(32) as u32;
+            let word = if take == 32 {
+                self.reader.read::<32, u32>()
+            } else {
+                self.reader.read_var::<u32>(take)
+            }
+            .map_err(|_| CodecError::Truncated)?;
+            self.source_bits -= u64::from(take);
+            self.acc = (self.acc << take) | u64::from(word);
+            self.acc_bits += take;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn get(&mut self, bits: u32) -> Result<u32, CodecError> {
+        if bits == 0 {
+            return Ok(0);
+        }
+        if self.acc_bits < bits {
+            self.refill()?;
+            if self.acc_bits < bits {
+                return Err(CodecError::Truncated);
+            }
+        }
+        self.acc_bits -= bits;
+        let v = (self.acc >> self.acc_bits) & ((1u64 << bits) - 1);
+        self.acc &= (1u64 << self.acc_bits) - 1;
+        Ok(v as u32)
+    }
+}
+
+impl Stream for BitReadStream<'_> {
+    const READING: bool = true;
+
+    #[inline]
+    fn bool(&mut self, _ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
+        *value = self.get(1)? != 0;
+        Ok(())
+    }
+
+    #[inline]
+    fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
+        let span = (i64::from(max) - i64::from(min)) as u32;
+        let v = i64::from(min) + i64::from(self.get(bits_for(span))?);
+        check_range(ctx, v, min, max)?;
+        *value = v as i32;
+        Ok(())
+    }
+
+    #[inline]
+    fn bits(&mut self, ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError> {
+        if bits > 32 {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        *value = self.get(bits)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stream::MeasureStream;
+
+    const C: Ctx = Ctx::new(0, "test");
+
+    fn message<S: Stream>(s: &mut S, v: &mut (bool, i32, u32, u16)) -> Result<(), CodecError> {
+        s.bool(C, &mut v.0)?;
+        s.int(C, &mut v.1, -1000, 1000)?;
+        s.bits(C, &mut v.2, 32)?;
+        s.u16(C, &mut v.3)
+    }
+
+    #[test]
+    fn round_trip_and_measure_agree() {
+        let mut value = (true, -777, 0xdead_beef, 65535);
+        let mut w = BitWriteStream::new();
+        message(&mut w, &mut value).unwrap();
+        let written = w.bits_written();
+        let mut m = MeasureStream::new();
+        message(&mut m, &mut value).unwrap();
+        assert_eq!(m.bits_counted(), written);
+        let bytes = w.finish();
+        assert_eq!(bytes.len() as u64, written.div_ceil(8));
+        let mut back = (false, 0, 0, 0);
+        message(&mut BitReadStream::new(&bytes), &mut back).unwrap();
+        assert_eq!(back, value);
+    }
+
+    #[test]
+    fn truncated_input_is_an_error() {
+        let mut value = (true, 5, 7, 9);
+        let mut w = BitWriteStream::new();
+        message(&mut w, &mut value).unwrap();
+        let bytes = w.finish();
+        let mut back = (false, 0, 0, 0);
+        let r = message(
+            &mut BitReadStream::new(&bytes[..bytes.len() - 2]),
+            &mut back,
+        );
+        assert_eq!(r, Err(CodecError::Truncated));
+    }
+
+    #[test]
+    fn out_of_range_read_is_invalid() {
+        // 11 bits of all ones decode to min + 2047, outside -1000..=1000.
+        let bytes = [0xff; 4];
+        let mut v = 0;
+        let r = BitReadStream::new(&bytes).int(C, &mut v, -1000, 1000);
+        assert_eq!(r, Err(CodecError::Invalid { field: "test" }));
+    }
+
+    #[test]
+    fn long_streams_of_odd_widths_round_trip() {
+        let fields: Vec<(u32, u32)> = (0..500u32)
+            .map(|i| {
+                let w = 1 + i % 32;
+                (i.wrapping_mul(2_654_435_761) & (u32::MAX >> (32 - w)), w)
+            })
+            .collect();
+        let mut w = BitWriteStream::new();
+        for &(v, n) in &fields {
+            w.bits(C, &mut v.clone(), n).unwrap();
+        }
+        let total = w.bits_written();
+        let bytes = w.finish();
+        let mut r = BitReadStream::new(&bytes);
+        for &(v, n) in &fields {
+            let mut x = 0;
+            r.bits(C, &mut x, n).unwrap();
+            assert_eq!(x, v, "width {n}");
+        }
+        assert_eq!(r.bits_left(), bytes.len() as u64 * 8 - total);
+    }
+
+    #[test]
+    fn writing_too_wide_a_value_is_invalid() {
+        let mut w = BitWriteStream::new();
+        assert!(w.bits(C, &mut 8, 3).is_err());
+        assert!(w.int(C, &mut 1001, -1000, 1000).is_err());
+    }
+}

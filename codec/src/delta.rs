@@ -1,0 +1,184 @@
+//! Delta encoding of one entry against its object's baseline, cheapest path first.
+//!
+//! The paths, in order: unchanged (one bit); perfect prediction (the state's predictor run from the baseline lands
+//! exactly on the state); prediction error (a residual against the prediction); delta (a residual against the
+//! baseline); absolute. The encoder measures the residual paths and the absolute one with the measuring stream and
+//! takes the smallest; the decoder reads which one was taken.
+//!
+//! Any state type joins by implementing [`DeltaState`]: rigid bodies and avatars here, shooter snapshots in the
+//! engine. The generic code owns the choice of path and the tags; the state type owns its fields.
+
+use crate::error::CodecError;
+use crate::stream::{Ctx, MeasureStream, Stream};
+
+const UNCHANGED: Ctx = Ctx::new(0, "unchanged flag");
+const PERFECT: Ctx = Ctx::new(1, "perfect prediction flag");
+const PATH: Ctx = Ctx::new(2, "encoding path");
+
+/// A state that can be sent as a change against an earlier state of the same object.
+pub trait DeltaState: Copy + PartialEq + Default {
+    /// What both ends share to code this type: quantizers, predictor constants.
+    type Config;
+
+    /// The state `frames` frames after `baseline`, or `None` when this type has no predictor (or the gap is too
+    /// long). Must be deterministic and identical on both ends.
+    fn predict(config: &Self::Config, baseline: &Self, frames: u16) -> Option<Self>;
+
+    /// Serializes `value` as a residual against `reference`. Writing fails with [`CodecError::Invalid`] when the
+    /// difference is beyond what the residual can carry (the encoder then picks another path); reading checks
+    /// every decoded field against its bounds.
+    fn serialize_residual<S: Stream>(
+        s: &mut S,
+        config: &Self::Config,
+        value: &mut Self,
+        reference: &Self,
+    ) -> Result<(), CodecError>;
+
+    /// Serializes the whole state, with no reference.
+    fn serialize_absolute<S: Stream>(
+        s: &mut S,
+        config: &Self::Config,
+        value: &mut Self,
+    ) -> Result<(), CodecError>;
+}
+
+/// Which path an entry was coded with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeltaPath {
+    /// Same as the baseline.
+    Unchanged,
+    /// Exactly the prediction from the baseline.
+    Predicted,
+    /// A residual against the prediction.
+    PredictionError,
+    /// A residual against the baseline.
+    Delta,
+    /// The whole state.
+    Absolute,
+}
+
+impl DeltaPath {
+    /// Every path, cheapest first.
+    pub const ALL: [DeltaPath; 5] = [
+        DeltaPath::Unchanged,
+        DeltaPath::Predicted,
+        DeltaPath::PredictionError,
+        DeltaPath::Delta,
+        DeltaPath::Absolute,
+    ];
+}
+
+/// The encoder's decision for one entry: the path and its size in bit-packed bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeltaPlan {
+    /// The chosen path.
+    pub path: DeltaPath,
+    /// Its size with the bit-packing back end (an estimate for the entropy back end).
+    pub bits: u64,
+}
+
+#[inline]
+fn measure<T: DeltaState>(
+    config: &T::Config,
+    value: &T,
+    baseline: Option<&T>,
+    prediction: Option<&T>,
+    path: DeltaPath,
+) -> Option<u64> {
+    let mut m = MeasureStream::new();
+    let mut v = *value;
+    let mut p = path;
+    serialize_entry(&mut m, config, &mut v, &mut p, baseline, prediction).ok()?;
+    Some(m.bits_counted())
+}
+
+/// Chooses the cheapest path for `value` given its baseline and the prediction from it (see
+/// [`DeltaState::predict`]; pass the same prediction to [`serialize_entry`]).
+pub fn plan<T: DeltaState>(
+    config: &T::Config,
+    value: &T,
+    baseline: Option<&T>,
+    prediction: Option<&T>,
+) -> Result<DeltaPlan, CodecError> {
+    let candidates: &[DeltaPath] = match baseline {
+        None => &[DeltaPath::Absolute],
+        Some(b) if b == value => &[DeltaPath::Unchanged],
+        Some(_) if prediction == Some(value) => &[DeltaPath::Predicted],
+        Some(_) => &[
+            DeltaPath::PredictionError,
+            DeltaPath::Delta,
+            DeltaPath::Absolute,
+        ],
+    };
+    candidates
+        .iter()
+        .filter(|&&p| p != DeltaPath::PredictionError || prediction.is_some())
+        .filter_map(|&path| {
+            measure(config, value, baseline, prediction, path).map(|bits| DeltaPlan { path, bits })
+        })
+        .min_by_key(|p| p.bits)
+        .ok_or(CodecError::Invalid { field: "state" })
+}
+
+/// Serializes one entry along `path` (written when writing, filled in when reading). `baseline` is the state the
+/// entry is coded against, if any, and `prediction` must be `T::predict` from it (the same on both ends).
+#[inline]
+pub fn serialize_entry<S: Stream, T: DeltaState>(
+    s: &mut S,
+    config: &T::Config,
+    value: &mut T,
+    path: &mut DeltaPath,
+    baseline: Option<&T>,
+    prediction: Option<&T>,
+) -> Result<(), CodecError> {
+    let Some(base) = baseline else {
+        if !S::READING && *path != DeltaPath::Absolute {
+            return Err(CodecError::Invalid { field: PATH.name });
+        }
+        *path = DeltaPath::Absolute;
+        return T::serialize_absolute(s, config, value);
+    };
+    let mut unchanged = *path == DeltaPath::Unchanged;
+    s.bool(UNCHANGED, &mut unchanged)?;
+    if unchanged {
+        *path = DeltaPath::Unchanged;
+        *value = *base;
+        return Ok(());
+    }
+    if let Some(p) = prediction {
+        let mut perfect = *path == DeltaPath::Predicted;
+        s.bool(PERFECT, &mut perfect)?;
+        if perfect {
+            *path = DeltaPath::Predicted;
+            *value = *p;
+            return Ok(());
+        }
+    }
+    let first = i32::from(prediction.is_none());
+    let mut tag = match *path {
+        DeltaPath::PredictionError => 0,
+        DeltaPath::Delta => 1,
+        DeltaPath::Absolute => 2,
+        DeltaPath::Unchanged | DeltaPath::Predicted => -1,
+    };
+    if !S::READING && tag < first {
+        return Err(CodecError::Invalid { field: PATH.name });
+    }
+    let mut coded = tag - first;
+    s.int(PATH, &mut coded, 0, 2 - first)?;
+    tag = coded + first;
+    match (tag, prediction) {
+        (0, Some(p)) => {
+            *path = DeltaPath::PredictionError;
+            T::serialize_residual(s, config, value, p)
+        }
+        (1, _) => {
+            *path = DeltaPath::Delta;
+            T::serialize_residual(s, config, value, base)
+        }
+        _ => {
+            *path = DeltaPath::Absolute;
+            T::serialize_absolute(s, config, value)
+        }
+    }
+}

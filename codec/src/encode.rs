@@ -1,0 +1,633 @@
+//! How rigid bodies and avatars go on the wire: their absolute forms and their residuals in buckets.
+//!
+//! A residual vector is coded as a bucket tag (zero, small, medium, large) and then each component within the
+//! bucket's bound: bit-packing pays the bucket's fixed width, the entropy back end pays for what the values are.
+
+use crate::delta::DeltaState;
+use crate::error::CodecError;
+use crate::predict::Predictor;
+use crate::quant::{QuantConfig, QuantizedRotation, Vec3Quantizer};
+use crate::state::{AvatarState, BodyState, HandState, HeldObject, ObjectState, QuantizedPose};
+use crate::stream::{Ctx, Stream};
+
+/// What both ends of a link share to code rigid bodies and avatars.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StateConfig {
+    /// The quantizers the states were made with.
+    pub quant: QuantConfig,
+    /// The ballistic predictor's constants.
+    pub predictor: Predictor,
+}
+
+/// The component bounds of the small, medium and large buckets of one kind of residual.
+#[derive(Debug, Clone, Copy)]
+struct Buckets([i32; 3]);
+
+const POSITION_BUCKETS: Buckets = Buckets([15, 255, 8191]);
+const ROTATION_BUCKETS: Buckets = Buckets([7, 63, 511]);
+const LINEAR_BUCKETS: Buckets = Buckets([15, 255, 16383]);
+const ANGULAR_BUCKETS: Buckets = Buckets([15, 255, 8191]);
+
+/// Contexts of one residual vector: its bucket tag and its three components.
+struct VecCtx {
+    bucket: Ctx,
+    axes: [Ctx; 3],
+}
+
+const POSITION: VecCtx = VecCtx {
+    bucket: Ctx::new(4, "position residual bucket"),
+    axes: [
+        Ctx::new(5, "position residual x"),
+        Ctx::new(6, "position residual y"),
+        Ctx::new(7, "position residual z"),
+    ],
+};
+const ROTATION: VecCtx = VecCtx {
+    bucket: Ctx::new(8, "rotation residual bucket"),
+    axes: [Ctx::new(9, "rotation residual"); 3],
+};
+const LINEAR: VecCtx = VecCtx {
+    bucket: Ctx::new(10, "linear velocity residual bucket"),
+    axes: [
+        Ctx::new(11, "linear velocity residual x"),
+        Ctx::new(12, "linear velocity residual y"),
+        Ctx::new(13, "linear velocity residual z"),
+    ],
+};
+const ANGULAR: VecCtx = VecCtx {
+    bucket: Ctx::new(14, "angular velocity residual bucket"),
+    axes: [Ctx::new(15, "angular velocity residual"); 3],
+};
+const AT_REST: Ctx = Ctx::new(16, "at rest");
+const SAME_LARGEST: Ctx = Ctx::new(17, "same largest rotation component");
+const META_CHANGED: Ctx = Ctx::new(18, "authority changed");
+const AUTHORITY: Ctx = Ctx::new(19, "authority");
+const AUTHORITY_SEQ: Ctx = Ctx::new(20, "authority sequence");
+const OWNERSHIP_SEQ: Ctx = Ctx::new(21, "ownership sequence");
+const ABS_POSITION: Ctx = Ctx::new(22, "position");
+const ABS_LARGEST: Ctx = Ctx::new(23, "rotation largest component");
+const ABS_ROTATION: Ctx = Ctx::new(24, "rotation component");
+const ABS_LINEAR: Ctx = Ctx::new(25, "linear velocity");
+const ABS_ANGULAR: Ctx = Ctx::new(26, "angular velocity");
+const PLAYER: Ctx = Ctx::new(27, "player");
+const HELD: Ctx = Ctx::new(28, "held flag");
+const HELD_SAME: Ctx = Ctx::new(29, "held unchanged");
+const HELD_OBJECT: Ctx = Ctx::new(30, "held object id");
+const PLAYER_CHANGED: Ctx = Ctx::new(31, "player changed");
+
+#[inline]
+fn vec_residual<S: Stream>(
+    s: &mut S,
+    ctx: &VecCtx,
+    buckets: Buckets,
+    value: &mut [i32; 3],
+    reference: &[i32; 3],
+) -> Result<(), CodecError> {
+    let mut diff = [0i32; 3];
+    let mut bucket = 0i32;
+    if !S::READING {
+        let mut largest = 0i64;
+        for i in 0..3 {
+            let d = i64::from(value[i]) - i64::from(reference[i]);
+            largest = largest.max(d.abs());
+            diff[i] = d.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+        }
+        if largest > 0 {
+            bucket = 1 + buckets
+                .0
+                .iter()
+                .position(|&b| largest <= i64::from(b))
+                .ok_or(CodecError::Invalid {
+                    field: ctx.bucket.name,
+                })? as i32;
+        }
+    }
+    s.int(ctx.bucket, &mut bucket, 0, 3)?;
+    if bucket > 0 {
+        let bound = buckets.0[(bucket - 1) as usize];
+        for (axis, d) in ctx.axes.iter().zip(diff.iter_mut()) {
+            s.int(*axis, d, -bound, bound)?;
+        }
+    }
+    if S::READING {
+        for i in 0..3 {
+            value[i] = reference[i].saturating_add(diff[i]);
+        }
+    }
+    Ok(())
+}
+
+#[inline]
+fn vec_absolute<S: Stream>(
+    s: &mut S,
+    ctx: Ctx,
+    q: &Vec3Quantizer,
+    value: &mut [i32; 3],
+) -> Result<(), CodecError> {
+    for (axis, v) in q.axes.iter().zip(value.iter_mut()) {
+        s.int(ctx, v, axis.min_index, axis.max_index)?;
+    }
+    Ok(())
+}
+
+#[inline]
+fn check_bounds(q: &Vec3Quantizer, v: &[i32; 3], ctx: Ctx) -> Result<(), CodecError> {
+    if q.contains(*v) {
+        Ok(())
+    } else {
+        Err(CodecError::Invalid { field: ctx.name })
+    }
+}
+
+#[inline]
+fn rotation_absolute<S: Stream>(
+    s: &mut S,
+    quant: &QuantConfig,
+    r: &mut QuantizedRotation,
+) -> Result<(), CodecError> {
+    let mut largest = u32::from(r.largest);
+    s.bits(ABS_LARGEST, &mut largest, 2)?;
+    r.largest = largest as u8;
+    let max = quant.rotation.max_component();
+    for c in r.components.iter_mut() {
+        s.int(ABS_ROTATION, c, -max, max)?;
+    }
+    Ok(())
+}
+
+#[inline]
+fn rotation_residual<S: Stream>(
+    s: &mut S,
+    quant: &QuantConfig,
+    r: &mut QuantizedRotation,
+    reference: &QuantizedRotation,
+) -> Result<(), CodecError> {
+    let mut same = r.largest == reference.largest;
+    s.bool(SAME_LARGEST, &mut same)?;
+    if !same {
+        return rotation_absolute(s, quant, r);
+    }
+    r.largest = reference.largest;
+    vec_residual(
+        s,
+        &ROTATION,
+        ROTATION_BUCKETS,
+        &mut r.components,
+        &reference.components,
+    )?;
+    let max = quant.rotation.max_component();
+    if r.components.iter().any(|c| !(-max..=max).contains(c)) {
+        return Err(CodecError::Invalid {
+            field: ABS_ROTATION.name,
+        });
+    }
+    Ok(())
+}
+
+#[inline]
+fn body_residual<S: Stream>(
+    s: &mut S,
+    quant: &QuantConfig,
+    b: &mut BodyState,
+    r: &BodyState,
+) -> Result<(), CodecError> {
+    s.bool(AT_REST, &mut b.at_rest)?;
+    vec_residual(s, &POSITION, POSITION_BUCKETS, &mut b.position, &r.position)?;
+    check_bounds(&quant.position, &b.position, ABS_POSITION)?;
+    rotation_residual(s, quant, &mut b.rotation, &r.rotation)?;
+    if b.at_rest {
+        b.linear_velocity = [0; 3];
+        b.angular_velocity = [0; 3];
+    } else {
+        vec_residual(
+            s,
+            &LINEAR,
+            LINEAR_BUCKETS,
+            &mut b.linear_velocity,
+            &r.linear_velocity,
+        )?;
+        check_bounds(&quant.linear_velocity, &b.linear_velocity, ABS_LINEAR)?;
+        vec_residual(
+            s,
+            &ANGULAR,
+            ANGULAR_BUCKETS,
+            &mut b.angular_velocity,
+            &r.angular_velocity,
+        )?;
+        check_bounds(&quant.angular_velocity, &b.angular_velocity, ABS_ANGULAR)?;
+    }
+    Ok(())
+}
+
+#[inline]
+fn body_absolute<S: Stream>(
+    s: &mut S,
+    quant: &QuantConfig,
+    b: &mut BodyState,
+) -> Result<(), CodecError> {
+    s.bool(AT_REST, &mut b.at_rest)?;
+    vec_absolute(s, ABS_POSITION, &quant.position, &mut b.position)?;
+    rotation_absolute(s, quant, &mut b.rotation)?;
+    if b.at_rest {
+        b.linear_velocity = [0; 3];
+        b.angular_velocity = [0; 3];
+    } else {
+        vec_absolute(
+            s,
+            ABS_LINEAR,
+            &quant.linear_velocity,
+            &mut b.linear_velocity,
+        )?;
+        vec_absolute(
+            s,
+            ABS_ANGULAR,
+            &quant.angular_velocity,
+            &mut b.angular_velocity,
+        )?;
+    }
+    Ok(())
+}
+
+#[inline]
+fn meta<S: Stream>(s: &mut S, o: &mut ObjectState) -> Result<(), CodecError> {
+    s.u8(AUTHORITY, &mut o.authority)?;
+    s.u16(AUTHORITY_SEQ, &mut o.authority_seq)?;
+    s.u16(OWNERSHIP_SEQ, &mut o.ownership_seq)
+}
+
+impl DeltaState for ObjectState {
+    type Config = StateConfig;
+
+    #[inline]
+    fn predict(config: &StateConfig, baseline: &Self, frames: u16) -> Option<Self> {
+        if frames == 0 || frames > crate::predict::MAX_PREDICT_FRAMES {
+            return None;
+        }
+        Some(Self {
+            body: config
+                .predictor
+                .predict(&config.quant, &baseline.body, frames),
+            ..*baseline
+        })
+    }
+
+    fn serialize_residual<S: Stream>(
+        s: &mut S,
+        config: &StateConfig,
+        value: &mut Self,
+        reference: &Self,
+    ) -> Result<(), CodecError> {
+        body_residual(s, &config.quant, &mut value.body, &reference.body)?;
+        let mut changed = value.authority != reference.authority
+            || value.authority_seq != reference.authority_seq
+            || value.ownership_seq != reference.ownership_seq;
+        s.bool(META_CHANGED, &mut changed)?;
+        if changed {
+            meta(s, value)
+        } else {
+            value.authority = reference.authority;
+            value.authority_seq = reference.authority_seq;
+            value.ownership_seq = reference.ownership_seq;
+            Ok(())
+        }
+    }
+
+    fn serialize_absolute<S: Stream>(
+        s: &mut S,
+        config: &StateConfig,
+        value: &mut Self,
+    ) -> Result<(), CodecError> {
+        body_absolute(s, &config.quant, &mut value.body)?;
+        meta(s, value)
+    }
+}
+
+fn pose_absolute<S: Stream>(
+    s: &mut S,
+    quant: &QuantConfig,
+    p: &mut QuantizedPose,
+) -> Result<(), CodecError> {
+    vec_absolute(s, ABS_POSITION, &quant.position, &mut p.position)?;
+    rotation_absolute(s, quant, &mut p.rotation)
+}
+
+fn pose_residual<S: Stream>(
+    s: &mut S,
+    quant: &QuantConfig,
+    p: &mut QuantizedPose,
+    r: &QuantizedPose,
+) -> Result<(), CodecError> {
+    vec_residual(s, &POSITION, POSITION_BUCKETS, &mut p.position, &r.position)?;
+    check_bounds(&quant.position, &p.position, ABS_POSITION)?;
+    rotation_residual(s, quant, &mut p.rotation, &r.rotation)
+}
+
+fn held_absolute<S: Stream>(
+    s: &mut S,
+    quant: &QuantConfig,
+    h: &mut HeldObject,
+) -> Result<(), CodecError> {
+    s.u16(HELD_OBJECT, &mut h.object)?;
+    pose_absolute(s, quant, &mut h.relative)?;
+    s.u16(AUTHORITY_SEQ, &mut h.authority_seq)?;
+    s.u16(OWNERSHIP_SEQ, &mut h.ownership_seq)
+}
+
+fn hand<S: Stream>(
+    s: &mut S,
+    quant: &QuantConfig,
+    h: &mut HandState,
+    reference: Option<&HandState>,
+) -> Result<(), CodecError> {
+    match reference {
+        Some(r) => pose_residual(s, quant, &mut h.pose, &r.pose)?,
+        None => pose_absolute(s, quant, &mut h.pose)?,
+    }
+    let mut holding = h.held.is_some();
+    s.bool(HELD, &mut holding)?;
+    if !holding {
+        h.held = None;
+        return Ok(());
+    }
+    if let Some(previous) = reference.and_then(|r| r.held) {
+        let mut same = h.held == Some(previous);
+        s.bool(HELD_SAME, &mut same)?;
+        if same {
+            h.held = Some(previous);
+            return Ok(());
+        }
+    }
+    let mut held = h.held.unwrap_or_default();
+    held_absolute(s, quant, &mut held)?;
+    h.held = Some(held);
+    Ok(())
+}
+
+impl DeltaState for AvatarState {
+    type Config = StateConfig;
+
+    fn predict(_config: &StateConfig, _baseline: &Self, _frames: u16) -> Option<Self> {
+        None
+    }
+
+    fn serialize_residual<S: Stream>(
+        s: &mut S,
+        config: &StateConfig,
+        value: &mut Self,
+        reference: &Self,
+    ) -> Result<(), CodecError> {
+        let mut player_changed = value.player != reference.player;
+        s.bool(PLAYER_CHANGED, &mut player_changed)?;
+        if player_changed {
+            s.u8(PLAYER, &mut value.player)?;
+        } else {
+            value.player = reference.player;
+        }
+        pose_residual(s, &config.quant, &mut value.head, &reference.head)?;
+        for (h, r) in value.hands.iter_mut().zip(reference.hands.iter()) {
+            hand(s, &config.quant, h, Some(r))?;
+        }
+        Ok(())
+    }
+
+    fn serialize_absolute<S: Stream>(
+        s: &mut S,
+        config: &StateConfig,
+        value: &mut Self,
+    ) -> Result<(), CodecError> {
+        s.u8(PLAYER, &mut value.player)?;
+        pose_absolute(s, &config.quant, &mut value.head)?;
+        for h in value.hands.iter_mut() {
+            hand(s, &config.quant, h, None)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arith::{ArithReadStream, ArithWriteStream};
+    use crate::bitpack::{BitReadStream, BitWriteStream};
+    use crate::delta::{DeltaPath, plan, serialize_entry};
+    use crate::stream::MeasureStream;
+    use proptest::prelude::*;
+    use std::fmt::Debug;
+
+    /// Writes `value` along `path` with both back ends, reads it back and checks value and path. Returns false when
+    /// the path cannot carry the value (a residual beyond its buckets).
+    fn round_trip<T: DeltaState + Debug>(
+        config: &T::Config,
+        value: T,
+        baseline: Option<&T>,
+        path: DeltaPath,
+    ) -> Result<bool, TestCaseError> {
+        let prediction = baseline.and_then(|b| T::predict(config, b, 6));
+        let prediction = prediction.as_ref();
+        let mut m = MeasureStream::new();
+        let (mut v, mut p) = (value, path);
+        if serialize_entry(&mut m, config, &mut v, &mut p, baseline, prediction).is_err() {
+            return Ok(false);
+        }
+        let mut w = BitWriteStream::new();
+        let (mut v, mut p) = (value, path);
+        serialize_entry(&mut w, config, &mut v, &mut p, baseline, prediction).unwrap();
+        prop_assert_eq!(w.bits_written(), m.bits_counted());
+        let bytes = w.finish();
+        let (mut back, mut got) = (T::default(), DeltaPath::Unchanged);
+        serialize_entry(
+            &mut BitReadStream::new(&bytes),
+            config,
+            &mut back,
+            &mut got,
+            baseline,
+            prediction,
+        )
+        .unwrap();
+        prop_assert_eq!((back, got), (value, path));
+
+        let mut w = ArithWriteStream::new();
+        let (mut v, mut p) = (value, path);
+        serialize_entry(&mut w, config, &mut v, &mut p, baseline, prediction).unwrap();
+        let bytes = w.finish();
+        let mut r = ArithReadStream::new(&bytes).unwrap();
+        let (mut back, mut got) = (T::default(), DeltaPath::Unchanged);
+        serialize_entry(&mut r, config, &mut back, &mut got, baseline, prediction).unwrap();
+        prop_assert_eq!((back, got), (value, path));
+        Ok(true)
+    }
+
+    fn rotation() -> impl Strategy<Value = QuantizedRotation> {
+        prop::array::uniform4(-1.0f32..1.0)
+            .prop_filter("non-degenerate", |q| {
+                q.iter().map(|c| c * c).sum::<f32>() > 1e-3
+            })
+            .prop_map(|q| QuantConfig::default().rotation.quantize(q))
+    }
+
+    fn body() -> impl Strategy<Value = BodyState> {
+        let q = QuantConfig::default();
+        let pos = q.position.axes.map(|a| a.min_index..=a.max_index);
+        (
+            pos,
+            rotation(),
+            prop::array::uniform3(-8192..=8192),
+            prop::array::uniform3(-4096..=4096),
+            any::<bool>(),
+        )
+            .prop_map(|(position, rotation, lin, ang, at_rest)| BodyState {
+                position,
+                rotation,
+                linear_velocity: if at_rest { [0; 3] } else { lin },
+                angular_velocity: if at_rest { [0; 3] } else { ang },
+                at_rest,
+            })
+    }
+
+    fn object() -> impl Strategy<Value = ObjectState> {
+        (body(), any::<u8>(), any::<u16>(), any::<u16>()).prop_map(|(body, authority, a, o)| {
+            ObjectState {
+                body,
+                authority,
+                authority_seq: a,
+                ownership_seq: o,
+            }
+        })
+    }
+
+    /// A state near `base`: within `spread` indices on every field, clamped into bounds.
+    fn nudge(base: &ObjectState, noise: [i32; 9], spread: i32, flip_meta: bool) -> ObjectState {
+        let q = QuantConfig::default();
+        let mut s = *base;
+        let n = noise.map(|x| x % (spread + 1));
+        s.body.position = q
+            .position
+            .clamp([0, 1, 2].map(|i| s.body.position[i] + n[i]));
+        let max = q.rotation.max_component();
+        s.body.rotation.components =
+            [0, 1, 2].map(|i| (s.body.rotation.components[i] + n[3 + i] / 8).clamp(-max, max));
+        if !s.body.at_rest {
+            s.body.linear_velocity = q
+                .linear_velocity
+                .clamp([0, 1, 2].map(|i| s.body.linear_velocity[i] + n[6 + i]));
+            s.body.angular_velocity = q
+                .angular_velocity
+                .clamp([0, 1, 2].map(|i| s.body.angular_velocity[i] - n[i]));
+        }
+        if flip_meta {
+            s.authority_seq = s.authority_seq.wrapping_add(1);
+        }
+        s
+    }
+
+    fn pose() -> impl Strategy<Value = QuantizedPose> {
+        let q = QuantConfig::default();
+        (
+            q.position.axes.map(|a| a.min_index..=a.max_index),
+            rotation(),
+        )
+            .prop_map(|(position, rotation)| QuantizedPose { position, rotation })
+    }
+
+    fn hand_state() -> impl Strategy<Value = HandState> {
+        (
+            pose(),
+            prop::option::of((any::<u16>(), pose(), any::<u16>(), any::<u16>())),
+        )
+            .prop_map(|(pose, held)| HandState {
+                pose,
+                held: held.map(
+                    |(object, relative, authority_seq, ownership_seq)| HeldObject {
+                        object,
+                        relative,
+                        authority_seq,
+                        ownership_seq,
+                    },
+                ),
+            })
+    }
+
+    fn avatar() -> impl Strategy<Value = AvatarState> {
+        (any::<u8>(), pose(), hand_state(), hand_state()).prop_map(|(player, head, l, r)| {
+            AvatarState {
+                player,
+                head,
+                hands: [l, r],
+            }
+        })
+    }
+
+    #[test]
+    fn ballistic_object_is_perfectly_predicted() {
+        let config = StateConfig::default();
+        let base = ObjectState {
+            body: BodyState::quantize(
+                &config.quant,
+                [1.0, 5.0, 2.0],
+                [0.1, 0.2, 0.3, 0.9],
+                [3.0, 4.0, 0.0],
+                [1.0, 0.0, 0.0],
+                false,
+            ),
+            ..ObjectState::default()
+        };
+        let later = ObjectState::predict(&config, &base, 6).unwrap();
+        let p = plan(&config, &later, Some(&base), Some(&later)).unwrap();
+        assert_eq!(
+            p,
+            crate::delta::DeltaPlan {
+                path: DeltaPath::Predicted,
+                bits: 2
+            }
+        );
+        let same = plan(&config, &base, Some(&base), Some(&later)).unwrap();
+        assert_eq!(same.bits, 1);
+        let fresh = plan(&config, &base, None, None).unwrap();
+        assert_eq!(fresh.path, DeltaPath::Absolute);
+        // A small error against the prediction is far cheaper than the absolute state.
+        let mut off = later;
+        off.body.position[1] += 3;
+        let p = plan(&config, &off, Some(&base), Some(&later)).unwrap();
+        assert_eq!(p.path, DeltaPath::PredictionError);
+        assert!(p.bits * 3 < fresh.bits, "{} vs {}", p.bits, fresh.bits);
+    }
+
+    proptest! {
+        #[test]
+        fn objects_round_trip_through_every_path(
+            base in object(),
+            noise in prop::array::uniform9(0i32..20000),
+            spread in prop::sample::select(vec![0, 15, 255, 8191, 20000]),
+            flip in any::<bool>(),
+        ) {
+            let config = StateConfig::default();
+            let value = nudge(&base, noise, spread, flip);
+            let prediction = ObjectState::predict(&config, &base, 6).unwrap();
+            prop_assert!(round_trip(&config, base, Some(&base), DeltaPath::Unchanged)?);
+            prop_assert!(round_trip(&config, prediction, Some(&base), DeltaPath::Predicted)?);
+            prop_assert!(round_trip(&config, value, None, DeltaPath::Absolute)?);
+            prop_assert!(round_trip(&config, value, Some(&base), DeltaPath::Absolute)?);
+            let fits = round_trip(&config, value, Some(&base), DeltaPath::Delta)?;
+            prop_assert!(fits || spread > 8191);
+            round_trip(&config, value, Some(&base), DeltaPath::PredictionError)?;
+            let chosen = plan(&config, &value, Some(&base), Some(&prediction)).unwrap();
+            prop_assert!(round_trip(&config, value, Some(&base), chosen.path)?);
+        }
+
+        #[test]
+        fn avatars_round_trip_through_every_path(base in avatar(), other in avatar(), keep_held in any::<bool>()) {
+            let config = StateConfig::default();
+            let mut value = other;
+            if keep_held {
+                value.hands[0].held = base.hands[0].held;
+            }
+            prop_assert!(round_trip(&config, base, Some(&base), DeltaPath::Unchanged)?);
+            prop_assert!(round_trip(&config, value, None, DeltaPath::Absolute)?);
+            prop_assert!(round_trip(&config, value, Some(&base), DeltaPath::Absolute)?);
+            round_trip(&config, value, Some(&base), DeltaPath::Delta)?;
+            let chosen = plan(&config, &value, Some(&base), None).unwrap();
+            prop_assert!(chosen.path != DeltaPath::PredictionError && chosen.path != DeltaPath::Predicted);
+            prop_assert!(round_trip(&config, value, Some(&base), chosen.path)?);
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! A binary range coder: the arithmetic-coding engine under the entropy back end.
+//!
+//! The design is the classic carry-less-output binary coder with 32-bit range and a one-byte cache for carries
+//! (the scheme LZMA made popular). Probabilities are 12-bit estimates of "the bit is 0", adapted after every coded
+//! bit by a shift of 4: fast enough to learn a field's statistics within one packet, since every packet starts
+//! from fresh models so that each one decodes on its own.
+
+use crate::error::CodecError;
+
+const PROB_BITS: u32 = 12;
+const PROB_ONE: u16 = 1 << PROB_BITS;
+const ADAPT_SHIFT: u32 = 4;
+const TOP: u32 = 1 << 24;
+
+/// The starting probability of an adaptive bit model: even odds.
+pub const PROB_INIT: u16 = PROB_ONE / 2;
+
+/// Bytes a finished stream carries beyond the bytes already shifted out (the flush).
+const FLUSH_BYTES: usize = 4;
+
+/// The encoder's registers at one point, to roll back a tentative write.
+#[derive(Debug, Clone, Copy)]
+pub struct EncoderCheckpoint {
+    low: u64,
+    range: u32,
+    cache: u8,
+    cache_size: u64,
+    out_len: usize,
+    shifts: usize,
+}
+
+/// Encodes bits with adaptive probabilities into bytes.
+#[derive(Debug, Clone)]
+pub struct RangeEncoder {
+    low: u64,
+    range: u32,
+    cache: u8,
+    cache_size: u64,
+    out: Vec<u8>,
+    shifts: usize,
+}
+
+impl Default for RangeEncoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RangeEncoder {
+    /// An encoder with nothing coded.
+    pub fn new() -> Self {
+        Self {
+            low: 0,
+            range: u32::MAX,
+            cache: 0,
+            cache_size: 1,
+            out: Vec::new(),
+            shifts: 0,
+        }
+    }
+
+    /// Codes `bit` with the adaptive model `prob` (the probability of 0, updated in place).
+    #[inline]
+    pub fn encode_bit(&mut self, prob: &mut u16, bit: bool) {
+        let bound = (self.range >> PROB_BITS) * u32::from(*prob);
+        if bit {
+            self.low += u64::from(bound);
+            self.range -= bound;
+            *prob -= *prob >> ADAPT_SHIFT;
+        } else {
+            self.range = bound;
+            *prob += (PROB_ONE - *prob) >> ADAPT_SHIFT;
+        }
+        self.normalize();
+    }
+
+    /// Codes the low `bits` bits of `value` at even odds, most significant first.
+    #[inline]
+    pub fn encode_direct(&mut self, value: u32, bits: u32) {
+        for i in (0..bits).rev() {
+            self.range >>= 1;
+            if (value >> i) & 1 != 0 {
+                self.low += u64::from(self.range);
+            }
+            self.normalize();
+        }
+    }
+
+    /// The length in bytes the stream would have if finished now.
+    pub fn finished_len(&self) -> usize {
+        self.shifts + FLUSH_BYTES
+    }
+
+    /// Saves the registers, so that everything coded after can be undone with [`RangeEncoder::rollback`].
+    pub fn checkpoint(&self) -> EncoderCheckpoint {
+        EncoderCheckpoint {
+            low: self.low,
+            range: self.range,
+            cache: self.cache,
+            cache_size: self.cache_size,
+            out_len: self.out.len(),
+            shifts: self.shifts,
+        }
+    }
+
+    /// Returns to a checkpoint taken on this encoder. Bytes already emitted before it never change afterwards
+    /// (carries only reach the cache), so truncating the output is enough.
+    pub fn rollback(&mut self, c: EncoderCheckpoint) {
+        self.low = c.low;
+        self.range = c.range;
+        self.cache = c.cache;
+        self.cache_size = c.cache_size;
+        self.out.truncate(c.out_len);
+        self.shifts = c.shifts;
+    }
+
+    /// Flushes the registers and returns exactly [`RangeEncoder::finished_len`] bytes.
+    pub fn finish(mut self) -> Vec<u8> {
+        for _ in 0..=FLUSH_BYTES {
+            self.shift_low();
+        }
+        // The first byte out is always the initial cache, zero: the decoder assumes it.
+        self.out.remove(0);
+        self.out
+    }
+
+    #[inline]
+    fn normalize(&mut self) {
+        while self.range < TOP {
+            self.range <<= 8;
+            self.shift_low();
+            self.shifts += 1;
+        }
+    }
+
+    fn shift_low(&mut self) {
+        if (self.low as u32) < 0xFF00_0000 || (self.low >> 32) != 0 {
+            let carry = (self.low >> 32) as u8;
+            let mut byte = self.cache;
+            loop {
+                self.out.push(byte.wrapping_add(carry));
+                byte = 0xFF;
+                self.cache_size -= 1;
+                if self.cache_size == 0 {
+                    break;
+                }
+            }
+            self.cache = ((self.low >> 24) & 0xFF) as u8;
+        }
+        self.cache_size += 1;
+        self.low = (self.low & 0x00FF_FFFF) << 8;
+    }
+}
+
+/// Decodes what [`RangeEncoder`] wrote. Needing a byte past the end is [`CodecError::Truncated`].
+#[derive(Debug, Clone)]
+pub struct RangeDecoder<'a> {
+    code: u32,
+    range: u32,
+    input: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> RangeDecoder<'a> {
+    /// Starts decoding `input`.
+    pub fn new(input: &'a [u8]) -> Result<Self, CodecError> {
+        let mut d = Self {
+            code: 0,
+            range: u32::MAX,
+            input,
+            pos: 0,
+        };
+        for _ in 0..4 {
+            d.code = (d.code << 8) | u32::from(d.next_byte()?);
+        }
+        Ok(d)
+    }
+
+    /// Bytes consumed so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Decodes one bit with the adaptive model `prob`, updating it as the encoder did.
+    #[inline]
+    pub fn decode_bit(&mut self, prob: &mut u16) -> Result<bool, CodecError> {
+        let bound = (self.range >> PROB_BITS) * u32::from(*prob);
+        let bit = if self.code < bound {
+            self.range = bound;
+            *prob += (PROB_ONE - *prob) >> ADAPT_SHIFT;
+            false
+        } else {
+            self.code -= bound;
+            self.range -= bound;
+            *prob -= *prob >> ADAPT_SHIFT;
+            true
+        };
+        self.normalize()?;
+        Ok(bit)
+    }
+
+    /// Decodes `bits` bits coded at even odds.
+    #[inline]
+    pub fn decode_direct(&mut self, bits: u32) -> Result<u32, CodecError> {
+        let mut value = 0u32;
+        for _ in 0..bits {
+            self.range >>= 1;
+            let bit = self.code >= self.range;
+            if bit {
+                self.code -= self.range;
+            }
+            value = (value << 1) | u32::from(bit);
+            self.normalize()?;
+        }
+        Ok(value)
+    }
+
+    #[inline]
+    fn normalize(&mut self) -> Result<(), CodecError> {
+        while self.range < TOP {
+            self.range <<= 8;
+            self.code = (self.code << 8) | u32::from(self.next_byte()?);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn next_byte(&mut self) -> Result<u8, CodecError> {
+        let b = *self.input.get(self.pos).ok_or(CodecError::Truncated)?;
+        self.pos += 1;
+        Ok(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn encode(bits: &[(bool, usize)], models: usize) -> Vec<u8> {
+        let mut probs = vec![PROB_INIT; models];
+        let mut e = RangeEncoder::new();
+        for &(b, m) in bits {
+            e.encode_bit(&mut probs[m % models], b);
+        }
+        let expected = e.finished_len();
+        let out = e.finish();
+        assert_eq!(out.len(), expected);
+        out
+    }
+
+    #[test]
+    fn skewed_bits_compress() {
+        // 4000 bits, 1 in 50 set: entropy is about 0.14 bits a bit, so about 70 bytes; bit-packing needs 500.
+        let bits: Vec<(bool, usize)> = (0..4000).map(|i| (i % 50 == 0, 0)).collect();
+        let out = encode(&bits, 1);
+        assert!(out.len() < 150, "{} bytes", out.len());
+        let mut d = RangeDecoder::new(&out).unwrap();
+        let mut p = PROB_INIT;
+        for &(b, _) in &bits {
+            assert_eq!(d.decode_bit(&mut p).unwrap(), b);
+        }
+        assert_eq!(d.position(), out.len());
+    }
+
+    #[test]
+    fn rollback_restores_the_stream() {
+        let mut probs = [PROB_INIT; 2];
+        let mut e = RangeEncoder::new();
+        for i in 0..100 {
+            e.encode_bit(&mut probs[0], i % 3 == 0);
+        }
+        let saved_probs = probs;
+        let c = e.checkpoint();
+        for i in 0..500 {
+            e.encode_bit(&mut probs[1], i % 7 == 0);
+            e.encode_direct(i, 9);
+        }
+        e.rollback(c);
+        probs = saved_probs;
+        e.encode_bit(&mut probs[1], true);
+        let out = e.finish();
+        let mut d = RangeDecoder::new(&out).unwrap();
+        let mut p = [PROB_INIT; 2];
+        for i in 0..100 {
+            assert_eq!(d.decode_bit(&mut p[0]).unwrap(), i % 3 == 0);
+        }
+        assert!(d.decode_bit(&mut p[1]).unwrap());
+    }
+
+    #[test]
+    fn truncation_is_detected() {
+        let bits: Vec<(bool, usize)> = (0..400).map(|i| (i % 2 == 0, 0)).collect();
+        let out = encode(&bits, 1);
+        let cut = &out[..out.len() - 3];
+        let mut d = RangeDecoder::new(cut).unwrap();
+        let mut p = PROB_INIT;
+        let r: Result<Vec<bool>, _> = bits.iter().map(|_| d.decode_bit(&mut p)).collect();
+        assert_eq!(r, Err(CodecError::Truncated));
+        assert_eq!(
+            RangeDecoder::new(&[1, 2]).err(),
+            Some(CodecError::Truncated)
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips_mixed_bits(
+            ops in prop::collection::vec((any::<bool>(), 0usize..8, any::<u32>(), 0u32..=32), 0..300)
+        ) {
+            let mut probs = [PROB_INIT; 8];
+            let mut e = RangeEncoder::new();
+            for &(b, m, v, n) in &ops {
+                e.encode_bit(&mut probs[m], b);
+                let v = if n == 32 { v } else { v & ((1u32 << n) - 1) };
+                e.encode_direct(v, n);
+            }
+            let out = e.finish();
+            let mut d = RangeDecoder::new(&out).unwrap();
+            let mut probs = [PROB_INIT; 8];
+            for &(b, m, v, n) in &ops {
+                prop_assert_eq!(d.decode_bit(&mut probs[m]).unwrap(), b);
+                let v = if n == 32 { v } else { v & ((1u32 << n) - 1) };
+                prop_assert_eq!(d.decode_direct(n).unwrap(), v);
+            }
+        }
+    }
+}

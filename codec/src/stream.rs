@@ -1,0 +1,186 @@
+//! The serialize-once abstraction: one generic function per message, run by a stream that writes, reads or
+//! measures.
+//!
+//! A message is described by a function `fn serialize<S: Stream>(s: &mut S, value: &mut T, ..)`. Writing streams
+//! read the values behind the references and emit them; reading streams overwrite them with what they decode; the
+//! measuring stream only counts the bits the bit-packing back end would spend. Writer and reader therefore cannot
+//! drift, and the size of an update is known before it is committed to a packet.
+//!
+//! Every call names a [`Ctx`]: the entropy-coding back end keeps one adaptive model per context, so values of the
+//! same field share statistics; the bit-packing back end ignores it.
+
+use crate::error::CodecError;
+use crate::quant::bits_for;
+
+/// A field identity for context modelling, with a name for error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ctx {
+    /// Index into the entropy coder's model table (taken modulo [`Ctx::COUNT`]).
+    pub id: u16,
+    /// The field's name, reported in [`CodecError::Invalid`].
+    pub name: &'static str,
+}
+
+impl Ctx {
+    /// Number of distinct model slots. Ids `0..64` are the codec's own fields; `64..COUNT` are free for state types
+    /// defined outside the codec (see [`Ctx::user`]).
+    pub const COUNT: usize = 128;
+
+    /// A context for a field of the codec itself.
+    pub const fn new(id: u16, name: &'static str) -> Self {
+        Self { id, name }
+    }
+
+    /// A context for a field of a state type defined by another crate: `n` in `0..64`.
+    pub const fn user(n: u16, name: &'static str) -> Self {
+        Self {
+            id: 64 + n % 64,
+            name,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn slot(self) -> usize {
+        usize::from(self.id) % Self::COUNT
+    }
+}
+
+/// A bit stream that serializes values by mutable reference: the same code writes, reads and measures.
+pub trait Stream {
+    /// True for decoding streams: after each call the referenced value holds what was read.
+    const READING: bool;
+
+    /// Serializes one flag.
+    fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError>;
+
+    /// Serializes an integer known to lie in `min..=max`. Writing a value outside the range, or reading one, is a
+    /// [`CodecError::Invalid`] naming `ctx`.
+    fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError>;
+
+    /// Serializes an unsigned field of `bits` bits (1..=32).
+    fn bits(&mut self, ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError>;
+
+    /// Serializes a `u8`.
+    fn u8(&mut self, ctx: Ctx, value: &mut u8) -> Result<(), CodecError> {
+        let mut v = u32::from(*value);
+        self.bits(ctx, &mut v, 8)?;
+        *value = v as u8;
+        Ok(())
+    }
+
+    /// Serializes a `u16`.
+    fn u16(&mut self, ctx: Ctx, value: &mut u16) -> Result<(), CodecError> {
+        let mut v = u32::from(*value);
+        self.bits(ctx, &mut v, 16)?;
+        *value = v as u16;
+        Ok(())
+    }
+
+    /// Serializes an unsigned count bounded by `max`: reading more than `max` is an error, so a length read from
+    /// the wire can size an allocation.
+    fn count(&mut self, ctx: Ctx, value: &mut u32, max: u32) -> Result<(), CodecError> {
+        let max_i = i32::try_from(max).unwrap_or(i32::MAX);
+        let mut v = i32::try_from(*value).unwrap_or(i32::MAX);
+        self.int(ctx, &mut v, 0, max_i)
+            .map_err(|_| CodecError::TooLarge {
+                field: ctx.name,
+                value: u64::from(*value),
+                limit: u64::from(max),
+            })?;
+        *value = v as u32;
+        Ok(())
+    }
+}
+
+/// Checks a value against its range; the writing and reading streams share it.
+#[inline]
+pub(crate) fn check_range(ctx: Ctx, value: i64, min: i32, max: i32) -> Result<(), CodecError> {
+    if value < i64::from(min) || value > i64::from(max) {
+        Err(CodecError::Invalid { field: ctx.name })
+    } else {
+        Ok(())
+    }
+}
+
+/// Counts the bits the bit-packing back end would write, without writing them. The priority accumulator's packet
+/// filler and the delta encoder's choice of path both run messages through it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MeasureStream {
+    bits: u64,
+}
+
+impl MeasureStream {
+    /// A stream that has counted nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bits counted so far.
+    pub fn bits_counted(&self) -> u64 {
+        self.bits
+    }
+}
+
+impl Stream for MeasureStream {
+    const READING: bool = false;
+
+    #[inline]
+    fn bool(&mut self, _ctx: Ctx, _value: &mut bool) -> Result<(), CodecError> {
+        self.bits += 1;
+        Ok(())
+    }
+
+    #[inline]
+    fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
+        check_range(ctx, i64::from(*value), min, max)?;
+        self.bits += u64::from(bits_for((i64::from(max) - i64::from(min)) as u32));
+        Ok(())
+    }
+
+    #[inline]
+    fn bits(&mut self, _ctx: Ctx, _value: &mut u32, bits: u32) -> Result<(), CodecError> {
+        self.bits += u64::from(bits);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const C: Ctx = Ctx::new(0, "test");
+
+    #[test]
+    fn measure_counts_bitpack_sizes() {
+        let mut m = MeasureStream::new();
+        m.bool(C, &mut true).unwrap();
+        m.int(C, &mut 3, -4, 3).unwrap();
+        m.bits(C, &mut 0, 17).unwrap();
+        m.u16(C, &mut 9).unwrap();
+        assert_eq!(m.bits_counted(), 1 + 3 + 17 + 16);
+    }
+
+    #[test]
+    fn measure_rejects_out_of_range() {
+        let mut m = MeasureStream::new();
+        assert_eq!(
+            m.int(C, &mut 4, -4, 3),
+            Err(CodecError::Invalid { field: "test" })
+        );
+        assert!(matches!(
+            m.count(C, &mut 10, 9),
+            Err(CodecError::TooLarge {
+                value: 10,
+                limit: 9,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn user_contexts_stay_out_of_codec_range() {
+        assert_eq!(Ctx::user(0, "a").slot(), 64);
+        assert_eq!(Ctx::user(63, "a").slot(), 127);
+        assert_eq!(Ctx::user(64, "a").slot(), 64);
+    }
+}
