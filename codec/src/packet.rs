@@ -226,7 +226,9 @@ impl PacketWriter {
                     let total = 1 + id_bits + 1 + offset_bits + decision.bits;
                     // One bit stays reserved for the final "no more entries" flag.
                     if s.bits_written() + total < budget_bits {
+                        let before = s.bits_written();
                         serialize_section_entry(s, &link, config, &mut entry, previous_offset)?;
+                        debug_assert_eq!(s.bits_written() - before, total, "entry size estimate");
                         true
                     } else {
                         false
