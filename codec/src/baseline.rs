@@ -116,42 +116,39 @@ impl<T: Copy> AckTracker<T> {
     }
 }
 
-/// The receiver's side: the last [`HISTORY_PER_OBJECT`] states received for each object, by packet sequence.
+/// The receiver's side: for each object, the states received in the last [`HISTORY_PER_OBJECT`] packet
+/// sequences. Slots are indexed by sequence modulo the window, so a lookup is one comparison, and a packet that
+/// arrives late never evicts a newer one.
 #[derive(Debug, Clone)]
 pub struct ReceiveHistory<T> {
-    objects: Vec<Vec<Baseline<T>>>,
-    cursor: Vec<u8>,
+    objects: Vec<Vec<Option<Baseline<T>>>>,
 }
 
 impl<T: Copy> ReceiveHistory<T> {
-    /// A history for object ids `0..max_objects`.
+    /// A history for object ids `0..max_objects` (each object's slots are allocated when it is first received).
     pub fn new(max_objects: u16) -> Self {
         Self {
             objects: vec![Vec::new(); usize::from(max_objects)],
-            cursor: vec![0; usize::from(max_objects)],
         }
     }
 
-    /// Stores the state of object `id` received in packet `sequence` (sent at `frame`). Ids out of range are
-    /// ignored (decoders reject them before this).
+    /// Stores the state of object `id` received in packet `sequence` (sent at `frame`), unless its slot holds a
+    /// newer packet's state. Ids out of range are ignored (decoders reject them before this).
+    #[inline]
     pub fn insert(&mut self, id: u16, sequence: u16, frame: u16, state: T) {
-        let i = usize::from(id);
-        let Some(ring) = self.objects.get_mut(i) else {
+        let Some(slots) = self.objects.get_mut(usize::from(id)) else {
             return;
         };
-        let entry = Baseline {
-            sequence,
-            frame,
-            state,
-        };
-        if let Some(e) = ring.iter_mut().find(|e| e.sequence == sequence) {
-            *e = entry;
-        } else if ring.len() < HISTORY_PER_OBJECT {
-            ring.push(entry);
-        } else {
-            let c = &mut self.cursor[i];
-            ring[usize::from(*c)] = entry;
-            *c = ((usize::from(*c) + 1) % HISTORY_PER_OBJECT) as u8;
+        if slots.is_empty() {
+            slots.resize(HISTORY_PER_OBJECT, None);
+        }
+        let slot = &mut slots[usize::from(sequence) % HISTORY_PER_OBJECT];
+        if slot.is_none_or(|old| old.sequence == sequence || seq_newer(sequence, old.sequence)) {
+            *slot = Some(Baseline {
+                sequence,
+                frame,
+                state,
+            });
         }
     }
 
@@ -160,14 +157,14 @@ impl<T: Copy> ReceiveHistory<T> {
     pub fn get(&self, id: u16, sequence: u16) -> Option<&Baseline<T>> {
         self.objects
             .get(usize::from(id))?
-            .iter()
-            .find(|e| e.sequence == sequence)
+            .get(usize::from(sequence) % HISTORY_PER_OBJECT)?
+            .as_ref()
+            .filter(|b| b.sequence == sequence)
     }
 
     /// Forgets everything.
     pub fn reset(&mut self) {
         self.objects.iter_mut().for_each(Vec::clear);
-        self.cursor.iter_mut().for_each(|c| *c = 0);
     }
 }
 
@@ -204,6 +201,20 @@ mod tests {
         assert!(t.baseline(0, 5 + MAX_BASELINE_OFFSET).is_some());
         assert!(t.baseline(0, 6 + MAX_BASELINE_OFFSET).is_none());
         assert!(t.baseline(7, 6).is_none());
+    }
+
+    #[test]
+    fn a_late_packet_does_not_evict_a_newer_one() {
+        let mut h = ReceiveHistory::<u16>::new(1);
+        let window = HISTORY_PER_OBJECT as u16;
+        h.insert(0, 100 + window, 0, 2);
+        h.insert(0, 100, 0, 1);
+        assert!(h.get(0, 100).is_none());
+        assert_eq!(h.get(0, 100 + window).map(|b| b.state), Some(2));
+        // Across the wrap, 3 is newer than 65535 - 60.
+        h.insert(0, 65535 - 60, 0, 3);
+        h.insert(0, 3, 0, 4);
+        assert_eq!(h.get(0, 3).map(|b| b.state), Some(4));
     }
 
     #[test]

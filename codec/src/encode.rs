@@ -2,6 +2,10 @@
 //!
 //! A residual vector is coded as a bucket tag (zero, small, medium, large) and then each component within the
 //! bucket's bound: bit-packing pays the bucket's fixed width, the entropy back end pays for what the values are.
+//!
+//! The building blocks ([`vec_residual`], [`vec_absolute`], [`pose_residual`], [`pose_absolute`]) are public so
+//! that state types defined elsewhere (the shooter's player snapshots) implement [`DeltaState`] with the same
+//! encodings, using contexts from [`Ctx::user`] for their own fields.
 
 use crate::delta::DeltaState;
 use crate::error::CodecError;
@@ -19,19 +23,26 @@ pub struct StateConfig {
     pub predictor: Predictor,
 }
 
-/// The component bounds of the small, medium and large buckets of one kind of residual.
-#[derive(Debug, Clone, Copy)]
-struct Buckets([i32; 3]);
+/// The component bounds of the small, medium and large buckets of one kind of residual (increasing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buckets(pub [i32; 3]);
 
-const POSITION_BUCKETS: Buckets = Buckets([15, 255, 8191]);
-const ROTATION_BUCKETS: Buckets = Buckets([7, 63, 511]);
-const LINEAR_BUCKETS: Buckets = Buckets([15, 255, 16383]);
-const ANGULAR_BUCKETS: Buckets = Buckets([15, 255, 8191]);
+/// Position residuals, in position indices (1/512 m by default): 3 cm, 0.5 m, 16 m.
+pub const POSITION_BUCKETS: Buckets = Buckets([15, 255, 8191]);
+/// Smallest-three component residuals.
+pub const ROTATION_BUCKETS: Buckets = Buckets([7, 63, 511]);
+/// Linear velocity residuals, in velocity indices.
+pub const LINEAR_BUCKETS: Buckets = Buckets([15, 255, 16383]);
+/// Angular velocity residuals, in velocity indices.
+pub const ANGULAR_BUCKETS: Buckets = Buckets([15, 255, 8191]);
 
 /// Contexts of one residual vector: its bucket tag and its three components.
-struct VecCtx {
-    bucket: Ctx,
-    axes: [Ctx; 3],
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VecCtx {
+    /// The bucket tag's context.
+    pub bucket: Ctx,
+    /// Each component's context.
+    pub axes: [Ctx; 3],
 }
 
 const POSITION: VecCtx = VecCtx {
@@ -75,8 +86,11 @@ const HELD_SAME: Ctx = Ctx::new(29, "held unchanged");
 const HELD_OBJECT: Ctx = Ctx::new(30, "held object id");
 const PLAYER_CHANGED: Ctx = Ctx::new(31, "player changed");
 
+/// Serializes `value` as a residual against `reference`: a bucket tag, then each component within the bucket's
+/// bound. Writing a residual beyond the largest bucket is [`CodecError::Invalid`] (pick another path); reading
+/// saturates at the `i32` range, so callers check the result against their bounds.
 #[inline]
-fn vec_residual<S: Stream>(
+pub fn vec_residual<S: Stream>(
     s: &mut S,
     ctx: &VecCtx,
     buckets: Buckets,
@@ -117,8 +131,9 @@ fn vec_residual<S: Stream>(
     Ok(())
 }
 
+/// Serializes a vector of indices within the bounds of `q`.
 #[inline]
-fn vec_absolute<S: Stream>(
+pub fn vec_absolute<S: Stream>(
     s: &mut S,
     ctx: Ctx,
     q: &Vec3Quantizer,
@@ -302,7 +317,8 @@ impl DeltaState for ObjectState {
     }
 }
 
-fn pose_absolute<S: Stream>(
+/// Serializes a pose in full: position within the quantizer's bounds, then the smallest-three rotation.
+pub fn pose_absolute<S: Stream>(
     s: &mut S,
     quant: &QuantConfig,
     p: &mut QuantizedPose,
@@ -311,7 +327,9 @@ fn pose_absolute<S: Stream>(
     rotation_absolute(s, quant, &mut p.rotation)
 }
 
-fn pose_residual<S: Stream>(
+/// Serializes a pose as a residual against `r` (the rotation in full when its largest component changed), checking
+/// the result against the position bounds.
+pub fn pose_residual<S: Stream>(
     s: &mut S,
     quant: &QuantConfig,
     p: &mut QuantizedPose,

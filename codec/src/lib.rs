@@ -30,7 +30,7 @@ pub mod stream;
 
 pub use baseline::{AckTracker, Baseline, ReceiveHistory};
 pub use delta::{DeltaPath, DeltaPlan, DeltaState};
-pub use encode::StateConfig;
+pub use encode::{Buckets, StateConfig, VecCtx};
 pub use error::CodecError;
 pub use header::{Backend, PacketHeader, ReceivedPackets};
 pub use packet::{

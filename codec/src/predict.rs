@@ -3,8 +3,13 @@
 //! Both ends of a link run it from the same quantized baseline, so it must give bit-identical results everywhere:
 //! the constants are converted to 16.16 fixed point once, and every step is integer arithmetic. The integration
 //! order matches a semi-implicit Euler step (velocity first, then position), the scheme rapier uses.
+//!
+//! Orientation is predicted too: the smallest-three rotation is unpacked to a 4.28 fixed-point quaternion (the
+//! largest component rebuilt with an integer square root), advanced by the angular velocity each frame with the
+//! first-order update `q += ½·dt·ω⊗q`, and packed again. That update is linear in `q`, so normalizing once at
+//! the end gives the same direction as normalizing every frame.
 
-use crate::quant::QuantConfig;
+use crate::quant::{QuantConfig, QuantizedRotation};
 use crate::state::BodyState;
 
 /// Fractional bits of the fixed-point arithmetic.
@@ -13,6 +18,16 @@ const ONE: i64 = 1 << FRAC;
 
 /// The longest gap, in frames, the predictor will bridge; beyond it an entry is sent without prediction.
 pub const MAX_PREDICT_FRAMES: u16 = 255;
+
+/// Fractional bits of the fixed-point quaternion.
+const QFRAC: u32 = 28;
+
+/// The longest gap over which the orientation is advanced; past it the rotation is predicted unchanged (the
+/// unnormalized quaternion would grow too large).
+const MAX_ROTATION_FRAMES: u16 = 64;
+
+/// The largest half-angle step per frame (4.28), which keeps the fixed-point products inside 64 bits.
+const H_LIMIT: i64 = 1 << 26;
 
 /// The physics constants the predictor assumes, and their fixed-point form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +40,14 @@ pub struct Predictor {
     angular_keep: i64,
     /// Position indices moved per frame per velocity index, 16.16.
     position_per_velocity: i64,
+    /// Largest smallest-three component index.
+    rotation_max: i32,
+    /// One smallest-three component step as a 4.28 quaternion component.
+    component_to_q: i64,
+    /// Smallest-three components per unit quaternion component, 16.16.
+    q_to_component: i64,
+    /// Half a frame's rotation angle per angular velocity index, per axis, 4.28.
+    half_angle_per_index: [i64; 3],
 }
 
 impl Predictor {
@@ -42,11 +65,94 @@ impl Predictor {
         let vel_spu = f64::from(quant.linear_velocity.axes[1].steps_per_unit);
         let pos_spu = f64::from(quant.position.axes[1].steps_per_unit);
         let fixed = |x: f64| (x * ONE as f64).round() as i64;
+        let rotation_max = quant.rotation.max_component();
+        let scale = f64::from(rotation_max) * std::f64::consts::SQRT_2;
+        let q_one = (1i64 << QFRAC) as f64;
         Self {
             gravity_per_frame: fixed(f64::from(gravity_y) * dt * vel_spu),
             linear_keep: fixed(1.0 / (1.0 + dt * f64::from(linear_damping))),
             angular_keep: fixed(1.0 / (1.0 + dt * f64::from(angular_damping))),
             position_per_velocity: fixed(pos_spu / (vel_spu * hz)),
+            rotation_max,
+            component_to_q: (q_one / scale).round() as i64,
+            q_to_component: fixed(scale),
+            half_angle_per_index: quant
+                .angular_velocity
+                .axes
+                .map(|a| (q_one * 0.5 * dt / f64::from(a.steps_per_unit)).round() as i64),
+        }
+    }
+
+    /// Advances a rotation by angular velocity `w` (16.16 indices, damped each frame as the velocity is).
+    fn predict_rotation(
+        &self,
+        r: QuantizedRotation,
+        mut w: [i64; 3],
+        frames: u16,
+    ) -> QuantizedRotation {
+        if w == [0; 3] || frames > MAX_ROTATION_FRAMES {
+            return r;
+        }
+        let one = 1i64 << QFRAC;
+        let max = self.rotation_max;
+        let small = r
+            .components
+            .map(|c| i64::from(c.clamp(-max, max)) * self.component_to_q);
+        let sum: i64 = small.iter().map(|c| c * c).sum();
+        let largest = isqrt((one * one - sum).max(0) as u64) as i64;
+        let mut q = [0i64; 4];
+        let mut k = 0;
+        for (i, slot) in q.iter_mut().enumerate() {
+            *slot = if i == usize::from(r.largest & 3) {
+                largest
+            } else {
+                k += 1;
+                small[k - 1]
+            };
+        }
+        // Bounds: |h| <= 2^26 (about 30 rad/s at 60 Hz; faster spins are clamped), and over 64 frames |q| stays
+        // below 2^31.3, so no product overflows.
+        for _ in 0..frames {
+            if self.angular_keep != ONE {
+                w = w.map(|x| (x * self.angular_keep) >> FRAC);
+            }
+            let h = [0, 1, 2]
+                .map(|i| ((w[i] * self.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT));
+            let [x, y, z, s] = q;
+            q = [
+                x + ((h[0] * s + h[1] * z - h[2] * y) >> QFRAC),
+                y + ((h[1] * s + h[2] * x - h[0] * z) >> QFRAC),
+                z + ((h[2] * s + h[0] * y - h[1] * x) >> QFRAC),
+                s - ((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
+            ];
+        }
+        // The norm at three fewer fractional bits, so the squares fit in 64 bits.
+        let norm = (isqrt(q.iter().map(|c| ((c >> 3) * (c >> 3)) as u64).sum()) as i64) << 3;
+        if norm == 0 {
+            return r;
+        }
+        let mut largest = 0;
+        for i in 1..4 {
+            if q[i].abs() > q[largest].abs() {
+                largest = i;
+            }
+        }
+        let sign = if q[largest] < 0 { -1 } else { 1 };
+        // Component = q / norm * scale, rounded: one division for the factor (scale * 2^48 / norm), then products
+        // below 2^57.
+        let factor = (self.q_to_component << 32) / norm;
+        let mut components = [0i32; 3];
+        let mut k = 0;
+        for (i, c) in q.iter().enumerate() {
+            if i != largest {
+                let v = (c * sign * factor + (1 << 47)) >> 48;
+                components[k] = v.clamp(i64::from(-max), i64::from(max)) as i32;
+                k += 1;
+            }
+        }
+        QuantizedRotation {
+            largest: largest as u8,
+            components,
         }
     }
 
@@ -60,6 +166,7 @@ impl Predictor {
         let mut v = base.linear_velocity.map(|x| i64::from(x) << FRAC);
         let mut w = base.angular_velocity.map(|x| i64::from(x) << FRAC);
         let frames = frames.min(MAX_PREDICT_FRAMES);
+        let rotation = self.predict_rotation(base.rotation, w, frames);
         if self.linear_keep == ONE {
             // Undamped: x and z move by the same step every frame, so their loop collapses to one product with
             // exactly the same result; only y, under gravity, needs the frame-by-frame sum.
@@ -91,12 +198,26 @@ impl Predictor {
         };
         BodyState {
             position: quant.position.clamp(p.map(round)),
-            rotation: base.rotation,
+            rotation,
             linear_velocity: quant.linear_velocity.clamp(v.map(round)),
             angular_velocity: quant.angular_velocity.clamp(w.map(round)),
             at_rest: false,
         }
     }
+}
+
+/// The integer square root (the floor of the exact root). A floating-point estimate is corrected with integer
+/// comparisons, so the result is exact and identical everywhere.
+#[inline]
+fn isqrt(x: u64) -> u64 {
+    let mut r = (x as f64).sqrt() as u64;
+    while r > 0 && r.checked_mul(r).is_none_or(|sq| sq > x) {
+        r -= 1;
+    }
+    while (r + 1).checked_mul(r + 1).is_some_and(|sq| sq <= x) {
+        r += 1;
+    }
+    r
 }
 
 impl Default for Predictor {
@@ -189,6 +310,90 @@ mod tests {
             assert_eq!(got.position, want, "{frames} frames");
             assert_eq!(got.angular_velocity, base.angular_velocity);
         }
+    }
+
+    #[test]
+    fn spin_is_predicted_to_within_a_step() {
+        let quant = QuantConfig::default();
+        let pred = Predictor::default();
+        for (axis, rate) in [(2usize, 2.0f64), (0, -3.5), (1, 1.25)] {
+            let start = [0.2f64, -0.3, 0.1, 0.93];
+            let n = start.iter().map(|c| c * c).sum::<f64>().sqrt();
+            let start = start.map(|c| c / n);
+            let mut w = [0.0f32; 3];
+            w[axis] = rate as f32;
+            let base = BodyState::quantize(
+                &quant,
+                [0.0; 3],
+                start.map(|c| c as f32),
+                [0.0; 3],
+                w,
+                false,
+            );
+            for frames in [1u16, 6, 30] {
+                // The exact rotation: angle rate * t about the axis, applied in the world frame.
+                let half = rate * f64::from(frames) / 60.0 / 2.0;
+                let mut d = [0.0; 4];
+                d[axis] = half.sin();
+                d[3] = half.cos();
+                let [x, y, z, s] = start;
+                let [dx, dy, dz, ds] = d;
+                let exact = [
+                    ds * x + dx * s + dy * z - dz * y,
+                    ds * y + dy * s + dz * x - dx * z,
+                    ds * z + dz * s + dx * y - dy * x,
+                    ds * s - dx * x - dy * y - dz * z,
+                ];
+                let want = quant.rotation.quantize(exact.map(|c| c as f32));
+                let got = pred.predict(&quant, &base, frames).rotation;
+                assert_eq!(got.largest, want.largest);
+                for k in 0..3 {
+                    assert!(
+                        (got.components[k] - want.components[k]).abs() <= 1,
+                        "axis {axis}, {frames} frames: {got:?} vs {want:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn integer_square_root_is_exact() {
+        for x in [
+            0u64,
+            1,
+            2,
+            3,
+            4,
+            15,
+            16,
+            17,
+            u64::from(u32::MAX),
+            (1 << 56) + 12345,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let r = isqrt(x);
+            assert!(u128::from(r) * u128::from(r) <= u128::from(x));
+            assert!(u128::from(r + 1) * u128::from(r + 1) > u128::from(x), "{x}");
+        }
+    }
+
+    #[test]
+    fn no_spin_keeps_the_rotation() {
+        let quant = QuantConfig::default();
+        let base = BodyState::quantize(
+            &quant,
+            [0.0; 3],
+            [0.3, 0.1, -0.2, 0.9],
+            [1.0; 3],
+            [0.0; 3],
+            false,
+        );
+        assert_eq!(
+            Predictor::default().predict(&quant, &base, 10).rotation,
+            base.rotation
+        );
     }
 
     #[test]

@@ -151,3 +151,23 @@ fn corpus_packets_decode() {
         assert_eq!(d.entries.len(), 40);
     }
 }
+
+#[test]
+fn single_bit_flips_reach_deep_into_the_payload() {
+    // Every single-bit flip of every corpus packet: some still decode (a flipped value bit), others fail on a tag,
+    // a bound or a baseline; none panic. Both outcomes must occur, or the fuzzing above would be shallow.
+    let config = StateConfig::default();
+    let (mut ok, mut failed) = (0, 0);
+    for (link, packet) in &corpus().packets {
+        for bit in 12 * 8..packet.len() * 8 {
+            let mut bytes = packet.clone();
+            bytes[bit / 8] ^= 1 << (bit % 8);
+            let mut history = corpus().history.clone();
+            match decode_packet::<ObjectState>(link, &config, &bytes, &mut history) {
+                Ok(_) => ok += 1,
+                Err(_) => failed += 1,
+            }
+        }
+    }
+    assert!(ok > 100 && failed > 100, "ok {ok}, failed {failed}");
+}

@@ -14,9 +14,9 @@ use std::time::Instant;
 use clap::Parser;
 use physync_codec::delta::plan;
 use physync_codec::{
-    AckTracker, Backend, BodyState, DeltaPath, DeltaState, LinkConfig, ObjectState, PacketHeader,
-    PacketReader, PacketWriter, QuantConfig, ReceiveHistory, StateConfig, decode_packet,
-    encode_packet,
+    AckTracker, Backend, BodyState, DeltaPath, DeltaState, LinkConfig, MeasureStream, ObjectState,
+    PacketHeader, PacketReader, PacketWriter, QuantConfig, ReceiveHistory, StateConfig,
+    decode_packet, encode_packet,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -338,6 +338,10 @@ fn main() {
     }
 
     let mut paths = [0usize; 5];
+    // How much of a prediction-error residual is rotation: the residual measured as is, and with the rotation
+    // replaced by the predicted one (which costs only the "same largest component" flag and a zero bucket).
+    let (mut residuals, mut residual_bits, mut rotation_bits, mut largest_changed) =
+        (0usize, 0u64, 0u64, 0usize);
     for s in &samples {
         for (now, base) in s.now.iter().zip(&s.base) {
             let prediction = ObjectState::predict(&config, base, args.gap as u16);
@@ -346,8 +350,26 @@ fn main() {
                 .iter()
                 .position(|x| *x == p.path)
                 .unwrap_or(4)] += 1;
+            if let (DeltaPath::PredictionError, Some(pred)) = (p.path, prediction) {
+                let measure = |value: &ObjectState| {
+                    let mut m = MeasureStream::new();
+                    let mut v = *value;
+                    ObjectState::serialize_residual(&mut m, &config, &mut v, &pred)
+                        .map(|_| m.bits_counted())
+                };
+                let mut without = *now;
+                without.body.rotation = pred.body.rotation;
+                if let (Ok(all), Ok(rest)) = (measure(now), measure(&without)) {
+                    residuals += 1;
+                    residual_bits += all;
+                    rotation_bits += all.saturating_sub(rest);
+                    largest_changed +=
+                        usize::from(now.body.rotation.largest != pred.body.rotation.largest);
+                }
+            }
         }
     }
+    let per_residual = |x: f64| x / residuals.max(1) as f64;
     let total = paths.iter().sum::<usize>().max(1) as f64;
     let share = |i: usize| paths[i] as f64 / total;
 
@@ -376,6 +398,11 @@ fn main() {
             "prediction_error": share(2),
             "delta": share(3),
             "absolute": share(4),
+        },
+        "prediction_error_residual": {
+            "bitpack_bits": per_residual(residual_bits as f64),
+            "rotation_bitpack_bits": per_residual(rotation_bits as f64),
+            "largest_component_changed_share": per_residual(largest_changed as f64),
         },
         "bitpack": bitpack,
         "arith": arith,
