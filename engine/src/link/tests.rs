@@ -262,3 +262,40 @@ fn hostile_and_stale_datagrams() {
         .is_err()
     );
 }
+
+#[test]
+fn acks_sent_before_anything_arrived_promote_nothing() {
+    let mut a = StateLink::new(LinkSettings::default()).unwrap();
+    let mut b = StateLink::new(LinkSettings::default()).unwrap();
+    let n = 5;
+    let empty = Outgoing {
+        frame: 0,
+        objects: &[],
+        priorities: &[],
+        avatars: &[],
+    };
+    // a's first datagram is lost; b, having received nothing, answers anyway.
+    let states = objects(n, 0);
+    let priorities = vec![1.0; n];
+    let out = Outgoing {
+        frame: 0,
+        objects: &states,
+        priorities: &priorities,
+        avatars: &[],
+    };
+    let lost = a.build_packet(Duration::ZERO, &out).unwrap().unwrap();
+    assert_ne!(lost.sequence, 0);
+    let answer = b.build_packet(Duration::ZERO, &empty).unwrap().unwrap();
+    a.receive(Duration::ZERO, &answer.bytes).unwrap();
+    assert_eq!(a.stats().packets_acked, 0);
+    // So a's next datagram is still coded without baselines, and b can read it.
+    let states = objects(n, 1);
+    let out = Outgoing {
+        frame: 1,
+        objects: &states,
+        ..out
+    };
+    let next = a.build_packet(FRAME, &out).unwrap().unwrap();
+    let got = b.receive(FRAME, &next.bytes).unwrap();
+    assert_eq!(got.objects.len(), n);
+}
