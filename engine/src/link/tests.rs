@@ -299,3 +299,49 @@ fn acks_sent_before_anything_arrived_promote_nothing() {
     let got = b.receive(FRAME, &next.bytes).unwrap();
     assert_eq!(got.objects.len(), n);
 }
+
+#[test]
+fn sample_offsets_are_clamped_and_travel_with_unchanged_avatars() {
+    let far = TimedAvatar::new(AvatarState::default(), Duration::from_secs(5));
+    assert_eq!(far.sample_offset_ms, MAX_SAMPLE_OFFSET_MS);
+    assert_eq!(far.sample_offset(), Duration::from_millis(1023));
+    let mut a = StateLink::new(LinkSettings::default()).unwrap();
+    let mut b = StateLink::new(LinkSettings::default()).unwrap();
+    let state = avatar(3, 7).state;
+    for frame in 0..20u64 {
+        let now = FRAME * frame as u32;
+        // The pose stays put; only the sample offset moves, and it must arrive each time.
+        let sent = [TimedAvatar::new(state, Duration::from_millis(frame * 3))];
+        let out = Outgoing {
+            frame,
+            objects: &[],
+            priorities: &[],
+            avatars: &sent,
+        };
+        let p = a.build_packet(now, &out).unwrap().unwrap();
+        assert_eq!(p.avatars, vec![3]);
+        assert_eq!(b.receive(now, &p.bytes).unwrap().avatars, sent);
+        let empty = Outgoing {
+            avatars: &[],
+            ..out
+        };
+        let back = b.build_packet(now, &empty).unwrap().unwrap();
+        a.receive(now, &back.bytes).unwrap();
+    }
+    // An avatar whose slot is not a player never goes out.
+    let stray = [TimedAvatar::new(
+        AvatarState {
+            player: 9,
+            ..AvatarState::default()
+        },
+        Duration::ZERO,
+    )];
+    let out = Outgoing {
+        frame: 20,
+        objects: &[],
+        priorities: &[],
+        avatars: &stray,
+    };
+    let p = a.build_packet(FRAME * 20, &out).unwrap().unwrap();
+    assert!(p.avatars.is_empty());
+}
