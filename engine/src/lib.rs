@@ -9,7 +9,10 @@
 //! - [`shooter`]: the dedicated-server game, an arena shooter on rapier3d with the client's prediction,
 //!   reconciliation and interpolation and the server's input buffers and lag compensation;
 //! - [`transport`]: the transports that carry datagrams between sans-IO protocol cores (a laminar UDP driver for
-//!   real sockets, an in-memory network with a link conditioner for tests).
+//!   real sockets, an in-memory network with a link conditioner for tests);
+//! - [`link`]: the sans-IO state link each peer keeps per remote (acks, baselines, priority accumulator, send
+//!   rate and byte budget) over the codec;
+//! - [`replica`]: an authority and a replica world joined by links on simulated time, for tests and benchmarks.
 #![warn(missing_docs)]
 
 pub mod link;
