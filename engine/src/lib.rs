@@ -9,6 +9,7 @@
 //!   real sockets, an in-memory network with a link conditioner for tests).
 #![warn(missing_docs)]
 
+pub mod session;
 pub mod shooter;
 pub mod transport;
 pub mod world;
