@@ -5,10 +5,13 @@
 //!   detection, authority and ownership, interactions, avatars, priorities and visual smoothing;
 //! - [`shooter`]: the dedicated-server game, an arena shooter on rapier3d with the client's prediction,
 //!   reconciliation and interpolation and the server's input buffers and lag compensation;
+//! - [`link`]: the per-remote state-sync link (acked baselines, priorities, send rate and byte budget);
+//! - [`session`]: what both roles of a peer-hosted session share (control messages, drivers);
 //! - [`transport`]: the transports that carry datagrams between sans-IO protocol cores (a laminar UDP driver for
 //!   real sockets, an in-memory network with a link conditioner for tests).
 #![warn(missing_docs)]
 
+pub mod link;
 pub mod session;
 pub mod shooter;
 pub mod transport;

@@ -2,7 +2,7 @@
 //! session-core interface and the drivers that run cores over the in-memory network and over UDP.
 //!
 //! The cores themselves live in the role crates (`physync-host`'s `PeerHost`, `physync-guest`'s `PeerGuest`);
-//! per-link state coding lives in the engine's `link` module.
+//! per-link state coding lives in [`crate::link`].
 
 pub mod control;
 pub mod controls;

@@ -1,0 +1,264 @@
+//! Two links talking to each other on simulated time.
+
+use std::time::Duration;
+
+use physync_codec::{AvatarState, BodyState, ObjectState, QuantConfig};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+
+const FRAME: Duration = Duration::from_nanos(16_666_667);
+
+/// `n` objects drifting along x at different speeds, a third of them at rest.
+fn objects(n: usize, frame: u64) -> Vec<ObjectState> {
+    let q = QuantConfig::default();
+    (0..n)
+        .map(|i| {
+            let at_rest = i % 3 == 0;
+            let v = if at_rest { 0.0 } else { 0.5 + i as f32 * 0.01 };
+            let t = frame as f32 / 60.0;
+            ObjectState {
+                body: BodyState::quantize(
+                    &q,
+                    [i as f32 * 0.3 - 10.0 + v * t, 0.5, 1.0],
+                    [0.0, 0.0, 0.0, 1.0],
+                    [v, 0.0, 0.0],
+                    [0.0; 3],
+                    at_rest,
+                ),
+                ..ObjectState::default()
+            }
+        })
+        .collect()
+}
+
+fn avatar(player: u8, frame: u64) -> TimedAvatar {
+    let q = QuantConfig::default();
+    let mut state = AvatarState {
+        player,
+        ..AvatarState::default()
+    };
+    state.head.position = q.position.quantize([0.0, 1.7, frame as f32 * 0.001]);
+    TimedAvatar::new(state, Duration::from_millis(frame % 9))
+}
+
+#[test]
+fn states_arrive_exactly_and_shrink_once_acks_flow() {
+    let mut a = StateLink::new(LinkSettings::default()).unwrap();
+    let mut b = StateLink::new(LinkSettings::default()).unwrap();
+    let n = 40;
+    let mut sizes = Vec::new();
+    for frame in 0..120u64 {
+        let now = FRAME * frame as u32;
+        let states = objects(n, frame);
+        let avatars = [avatar(1, frame)];
+        let out = Outgoing {
+            frame,
+            objects: &states,
+            priorities: &vec![1.0; n],
+            avatars: &avatars,
+        };
+        let sent = a
+            .build_packet(now, &out)
+            .unwrap()
+            .expect("60 Hz, budget room");
+        assert!(sent.bytes.len() <= 1200);
+        sizes.push(sent.bytes.len());
+        let got = b.receive(now, &sent.bytes).unwrap();
+        assert_eq!(got.frame, frame as u16);
+        assert_eq!(got.avatars, avatars);
+        for (id, s) in &got.objects {
+            assert_eq!(*s, states[usize::from(*id)]);
+        }
+        // b answers with an empty datagram that carries its acks.
+        let empty = Outgoing {
+            frame,
+            objects: &[],
+            priorities: &[],
+            avatars: &[],
+        };
+        let back = b.build_packet(now, &empty).unwrap().unwrap();
+        assert!(back.objects.is_empty());
+        a.receive(now, &back.bytes).unwrap();
+    }
+    // All 40 fit at first; once baselines are acked, the same objects cost a fraction of it.
+    assert!(sizes[0] > 300, "{sizes:?}");
+    assert!(sizes[119] * 3 < sizes[0], "{sizes:?}");
+    assert_eq!(a.stats().packets_sent, 120);
+    assert_eq!(b.stats().packets_received, 120);
+    assert_eq!(a.stats().packets_lost, 0);
+    assert_eq!(a.stats().rtt, Some(Duration::ZERO));
+}
+
+#[test]
+fn the_byte_budget_and_the_send_rate_hold() {
+    let settings = LinkSettings {
+        bytes_per_second: 8_000,
+        ..LinkSettings::default()
+    };
+    let mut a = StateLink::new(settings).unwrap();
+    let n = 400;
+    let mut bytes = 0;
+    let mut packets = 0;
+    for frame in 0..600u64 {
+        let states = objects(n, frame);
+        let out = Outgoing {
+            frame,
+            objects: &states,
+            priorities: &vec![1.0; n],
+            avatars: &[],
+        };
+        if let Some(p) = a.build_packet(FRAME * frame as u32, &out).unwrap() {
+            assert!(p.bytes.len() <= 1200);
+            bytes += p.bytes.len();
+            packets += 1;
+        }
+    }
+    // Ten seconds at 8,000 bytes a second, plus the first full datagram.
+    assert!(bytes <= 80_000 + 1200, "{bytes}");
+    assert!(bytes > 75_000, "{bytes}");
+    assert_eq!(packets, 600);
+
+    let slow = LinkSettings {
+        send_hz: 20,
+        ..LinkSettings::default()
+    };
+    let mut a = StateLink::new(slow).unwrap();
+    let sent = (0..600u64)
+        .filter(|&frame| {
+            let out = Outgoing {
+                frame,
+                objects: &[],
+                priorities: &[],
+                avatars: &[],
+            };
+            a.build_packet(FRAME * frame as u32, &out)
+                .unwrap()
+                .is_some()
+        })
+        .count();
+    assert_eq!(sent, 200);
+}
+
+#[test]
+fn round_trip_and_loss_are_estimated_from_acks() {
+    let mut a = StateLink::new(LinkSettings::default()).unwrap();
+    let mut b = StateLink::new(LinkSettings::default()).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let delay = 3; // frames each way: 50 ms
+    let mut to_b = std::collections::VecDeque::new();
+    let mut to_a = std::collections::VecDeque::new();
+    let n = 10;
+    for frame in 0..1200u64 {
+        let now = FRAME * frame as u32;
+        let states = objects(n, frame);
+        let out = Outgoing {
+            frame,
+            objects: &states,
+            priorities: &vec![1.0; n],
+            avatars: &[],
+        };
+        let p = a.build_packet(now, &out).unwrap().unwrap();
+        if rng.random_bool(0.8) {
+            to_b.push_back((frame + delay, p.bytes));
+        }
+        let empty = Outgoing {
+            frame,
+            objects: &[],
+            priorities: &[],
+            avatars: &[],
+        };
+        let q = b.build_packet(now, &empty).unwrap().unwrap();
+        to_a.push_back((frame + delay, q.bytes));
+        while to_b.front().is_some_and(|(at, _)| *at <= frame) {
+            let (_, bytes) = to_b.pop_front().unwrap();
+            for (id, s) in b.receive(now, &bytes).unwrap().objects {
+                let sent_at = frame - delay;
+                assert_eq!(s, objects(n, sent_at)[usize::from(id)]);
+            }
+        }
+        while to_a.front().is_some_and(|(at, _)| *at <= frame) {
+            let (_, bytes) = to_a.pop_front().unwrap();
+            a.receive(now, &bytes).unwrap();
+        }
+    }
+    let stats = a.stats();
+    let rtt = stats.rtt.unwrap();
+    // 50 ms each way plus up to one frame before the answer is built (b builds before reading this frame's
+    // arrivals): 7 frames.
+    assert!(
+        rtt >= Duration::from_millis(100) && rtt <= Duration::from_millis(120),
+        "{rtt:?}"
+    );
+    let lost = stats.packets_lost as f64 / (stats.packets_lost + stats.packets_acked) as f64;
+    assert!((0.15..0.25).contains(&lost), "{lost}");
+    assert!((0.05..0.4).contains(&stats.loss), "{}", stats.loss);
+    assert_eq!(b.stats().decode_errors, 0);
+}
+
+#[test]
+fn hostile_and_stale_datagrams() {
+    let mut a = StateLink::new(LinkSettings::default()).unwrap();
+    let mut b = StateLink::new(LinkSettings::default()).unwrap();
+    let n = 8;
+    let mut packets = Vec::new();
+    for frame in 0..3u64 {
+        let states = objects(n, frame);
+        let avatars = [avatar(2, frame)];
+        let out = Outgoing {
+            frame,
+            objects: &states,
+            priorities: &vec![1.0; n],
+            avatars: &avatars,
+        };
+        packets.push(a.build_packet(FRAME * frame as u32, &out).unwrap().unwrap());
+    }
+    // Newest first: the older datagrams decode, but carry nothing newer.
+    let newest = b.receive(Duration::ZERO, &packets[2].bytes).unwrap();
+    assert_eq!(newest.objects.len(), n);
+    assert_eq!(newest.avatars.len(), 1);
+    let stale = b.receive(Duration::ZERO, &packets[1].bytes).unwrap();
+    assert!(stale.objects.is_empty() && stale.avatars.is_empty());
+
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let good = &packets[0].bytes;
+    for _ in 0..2000 {
+        let mut bytes = good.clone();
+        let len = rng.random_range(0..=bytes.len());
+        bytes.truncate(len);
+        for _ in 0..rng.random_range(0..4) {
+            if !bytes.is_empty() {
+                let i = rng.random_range(0..bytes.len());
+                bytes[i] ^= 1 << rng.random_range(0..8);
+            }
+        }
+        let _ = b.receive(Duration::ZERO, &bytes);
+    }
+    let junk: Vec<u8> = (0..1500).map(|_| rng.random()).collect();
+    assert!(b.receive(Duration::ZERO, &junk).is_err());
+    let other = LinkSettings {
+        packet_type: 9,
+        ..LinkSettings::default()
+    };
+    let mut c = StateLink::new(other).unwrap();
+    let empty = Outgoing {
+        frame: 0,
+        objects: &[],
+        priorities: &[],
+        avatars: &[],
+    };
+    let wrong = c.build_packet(Duration::ZERO, &empty).unwrap().unwrap();
+    assert_eq!(
+        b.receive(Duration::ZERO, &wrong.bytes),
+        Err(LinkError::WrongPacketType(9))
+    );
+    assert!(b.stats().decode_errors >= 2);
+    assert!(
+        StateLink::new(LinkSettings {
+            send_hz: 0,
+            ..LinkSettings::default()
+        })
+        .is_err()
+    );
+}
