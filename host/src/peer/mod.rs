@@ -9,6 +9,8 @@
 mod config;
 mod guest;
 mod stats;
+#[cfg(test)]
+mod tests;
 mod validate;
 
 use std::collections::{BTreeMap, VecDeque};
