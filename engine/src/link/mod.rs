@@ -151,6 +151,11 @@ pub struct StateLink {
     stats: LinkStats,
 }
 
+/// The ack a link sends before anything arrived. The codec's header has no "nothing acked" flag and `ack` names a
+/// received sequence, so links never send this sequence (they skip it when the counter wraps) and read an ack of
+/// it as no ack at all.
+const NOTHING_RECEIVED: u16 = 0;
+
 /// Lateness forgiven on the send timer, so that callers whose frame clock rounds differently from the interval
 /// do not skip a send.
 const SEND_TOLERANCE: Duration = Duration::from_millis(1);
@@ -183,7 +188,7 @@ impl StateLink {
             received: ReceivedPackets::new(),
             priorities: PriorityAccumulator::new(usize::from(max_objects)),
             order: Vec::new(),
-            next_sequence: 0,
+            next_sequence: NOTHING_RECEIVED + 1,
             send_interval: Duration::from_secs(1) / settings.send_hz,
             next_send: Duration::ZERO,
             credit: settings.codec.budget_bytes as f64,
@@ -240,7 +245,8 @@ impl StateLink {
         } else {
             self.next_send + self.send_interval
         };
-        let (ack, ack_bits) = self.received.ack().unwrap_or((0, 0));
+        // Sequence 0 is never sent, so `ack == 0` tells the remote that nothing has arrived yet.
+        let (ack, ack_bits) = self.received.ack().unwrap_or((NOTHING_RECEIVED, 0));
         let sequence = self.next_sequence;
         let header = PacketHeader {
             packet_type: self.settings.packet_type,
@@ -279,7 +285,10 @@ impl StateLink {
         self.priorities.mark_sent(&objects);
         let bytes = writer.finish();
         self.credit -= bytes.len() as f64;
-        self.next_sequence = sequence.wrapping_add(1);
+        self.next_sequence = match sequence.wrapping_add(1) {
+            NOTHING_RECEIVED => NOTHING_RECEIVED + 1,
+            next => next,
+        };
         self.log.record(sequence, now, &mut self.stats);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += bytes.len() as u64;
@@ -344,9 +353,11 @@ impl StateLink {
     ) -> ReceivedUpdate {
         let sequence = header.sequence;
         self.received.record(sequence);
-        let newly = self.objects_sent.process_acks(header.ack, header.ack_bits);
-        self.avatars_sent.process_acks(header.ack, header.ack_bits);
-        self.log.acked(now, header.ack, &newly, &mut self.stats);
+        if header.ack != NOTHING_RECEIVED {
+            let newly = self.objects_sent.process_acks(header.ack, header.ack_bits);
+            self.avatars_sent.process_acks(header.ack, header.ack_bits);
+            self.log.acked(now, header.ack, &newly, &mut self.stats);
+        }
         let fresh = |newest: &mut Option<u16>| {
             let is_fresh = newest.is_none_or(|n| seq_newer(sequence, n));
             if is_fresh {

@@ -262,3 +262,86 @@ fn hostile_and_stale_datagrams() {
         .is_err()
     );
 }
+
+#[test]
+fn acks_sent_before_anything_arrived_promote_nothing() {
+    let mut a = StateLink::new(LinkSettings::default()).unwrap();
+    let mut b = StateLink::new(LinkSettings::default()).unwrap();
+    let n = 5;
+    let empty = Outgoing {
+        frame: 0,
+        objects: &[],
+        priorities: &[],
+        avatars: &[],
+    };
+    // a's first datagram is lost; b, having received nothing, answers anyway.
+    let states = objects(n, 0);
+    let priorities = vec![1.0; n];
+    let out = Outgoing {
+        frame: 0,
+        objects: &states,
+        priorities: &priorities,
+        avatars: &[],
+    };
+    let lost = a.build_packet(Duration::ZERO, &out).unwrap().unwrap();
+    assert_ne!(lost.sequence, 0);
+    let answer = b.build_packet(Duration::ZERO, &empty).unwrap().unwrap();
+    a.receive(Duration::ZERO, &answer.bytes).unwrap();
+    assert_eq!(a.stats().packets_acked, 0);
+    // So a's next datagram is still coded without baselines, and b can read it.
+    let states = objects(n, 1);
+    let out = Outgoing {
+        frame: 1,
+        objects: &states,
+        ..out
+    };
+    let next = a.build_packet(FRAME, &out).unwrap().unwrap();
+    let got = b.receive(FRAME, &next.bytes).unwrap();
+    assert_eq!(got.objects.len(), n);
+}
+
+#[test]
+fn sample_offsets_are_clamped_and_travel_with_unchanged_avatars() {
+    let far = TimedAvatar::new(AvatarState::default(), Duration::from_secs(5));
+    assert_eq!(far.sample_offset_ms, MAX_SAMPLE_OFFSET_MS);
+    assert_eq!(far.sample_offset(), Duration::from_millis(1023));
+    let mut a = StateLink::new(LinkSettings::default()).unwrap();
+    let mut b = StateLink::new(LinkSettings::default()).unwrap();
+    let state = avatar(3, 7).state;
+    for frame in 0..20u64 {
+        let now = FRAME * frame as u32;
+        // The pose stays put; only the sample offset moves, and it must arrive each time.
+        let sent = [TimedAvatar::new(state, Duration::from_millis(frame * 3))];
+        let out = Outgoing {
+            frame,
+            objects: &[],
+            priorities: &[],
+            avatars: &sent,
+        };
+        let p = a.build_packet(now, &out).unwrap().unwrap();
+        assert_eq!(p.avatars, vec![3]);
+        assert_eq!(b.receive(now, &p.bytes).unwrap().avatars, sent);
+        let empty = Outgoing {
+            avatars: &[],
+            ..out
+        };
+        let back = b.build_packet(now, &empty).unwrap().unwrap();
+        a.receive(now, &back.bytes).unwrap();
+    }
+    // An avatar whose slot is not a player never goes out.
+    let stray = [TimedAvatar::new(
+        AvatarState {
+            player: 9,
+            ..AvatarState::default()
+        },
+        Duration::ZERO,
+    )];
+    let out = Outgoing {
+        frame: 20,
+        objects: &[],
+        priorities: &[],
+        avatars: &stray,
+    };
+    let p = a.build_packet(FRAME * 20, &out).unwrap().unwrap();
+    assert!(p.avatars.is_empty());
+}

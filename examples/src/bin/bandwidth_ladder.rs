@@ -1,0 +1,789 @@
+//! Bandwidth ladder on the katamari scene: what each compression step buys, measured on real frames.
+//!
+//! The authority world runs `katamari` at 60 Hz with its player cube driven through the grid the whole time. Every
+//! frame, the full state of every cube is encoded once per rung and decoded by that rung's receiver, which checks
+//! the decoded states against the sent ones and measures its error against the authority's float state:
+//!
+//! - `raw`: position (3 × f32), rotation (4 × f32), linear velocity (3 × f32) and the at-rest bit, serialized as
+//!   floats through the codec's bit-packing stream (321 bits a cube);
+//! - `quantized`: the codec's absolute quantized state, bit-packed, with velocities sent for every cube;
+//! - `at_rest`: the same with the at-rest bit honoured (resting cubes omit their velocities);
+//! - `delta`: each cube against its state in the frame acked 6 frames (100 ms) earlier: unchanged bit, residual
+//!   against the baseline, or absolute, bit-packed, with prediction disabled;
+//! - `prediction`: the codec's full delta paths (perfect prediction and prediction error too), bit-packed;
+//! - `entropy`: the same paths through the range-coding back end: the best configuration.
+//!
+//! A frame message is the codec's 12-byte packet header followed by every cube in id order (no ids: the frame is
+//! complete), so the rungs differ only in what the codec does per cube.
+//!
+//! A second variant runs the real [`StateLink`]: per-object acked baselines and the priority accumulator filling
+//! datagrams to a 256 kbps budget over a 100 ms round trip; the receiver keeps the newest state of each cube, and
+//! its error is measured against the authority's float state at the frame the newest datagram was built.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use clap::Parser;
+use physync_codec::arith::{ArithReadStream, ArithWriteStream};
+use physync_codec::bitpack::{BitReadStream, BitWriteStream};
+use physync_codec::delta::{plan, serialize_entry};
+use physync_codec::header::{HEADER_BYTES, serialize_header};
+use physync_codec::{
+    AckTracker, Backend, CodecError, Ctx, DeltaPath, DeltaState, LinkConfig, ObjectState,
+    PacketHeader, PacketReader, PacketWriter, QuantConfig, ReceiveHistory, StateConfig, Stream,
+};
+use physync_engine::link::{LinkSettings, Outgoing, StateLink};
+use physync_engine::transport::{Delivery, LinkConditioner, LinkConfig as Conditions};
+use physync_engine::world::drive::KatamariDrive;
+use physync_engine::world::scene::SceneSpec;
+use physync_engine::world::{World, WorldConfig};
+use serde_json::{Value, json};
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "Measure each compression rung on the katamari scene, and the budgeted state link"
+)]
+struct Args {
+    /// Simulated seconds (60 frames each).
+    #[arg(long, default_value_t = 60.0)]
+    seconds: f64,
+    /// Seed of the state link's network (loss draws).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Player cube speed (m/s).
+    #[arg(long, default_value_t = 6.0)]
+    speed: f32,
+    /// Loss on the state link variant's network, both ways.
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Frames between a frame and the acked frame it is coded against (100 ms at 60 Hz).
+const BASELINE_AGE: usize = 6;
+const HZ: u32 = 60;
+/// One-way delay of the state link variant, in frames.
+const ONE_WAY_FRAMES: u32 = 3;
+const PROTOCOL: u16 = 0x4C44;
+const RAW_FLOAT: Ctx = Ctx::user(1, "raw float");
+const RAW_REST: Ctx = Ctx::user(2, "raw at rest");
+const BASELINE_OFFSET: Ctx = Ctx::user(3, "baseline offset");
+
+/// The authority's float state of one cube, as the raw rung sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct FloatCube {
+    position: [f32; 3],
+    rotation: [f32; 4],
+    linear_velocity: [f32; 3],
+    at_rest: bool,
+}
+
+fn serialize_float_cube<S: Stream>(s: &mut S, c: &mut FloatCube) -> Result<(), CodecError> {
+    for v in c
+        .position
+        .iter_mut()
+        .chain(c.rotation.iter_mut())
+        .chain(c.linear_velocity.iter_mut())
+    {
+        let mut bits = v.to_bits();
+        s.bits(RAW_FLOAT, &mut bits, 32)?;
+        *v = f32::from_bits(bits);
+    }
+    s.bool(RAW_REST, &mut c.at_rest)
+}
+
+/// An object state coded without the ballistic predictor: the `delta` rung.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Unpredicted(ObjectState);
+
+impl DeltaState for Unpredicted {
+    type Config = StateConfig;
+
+    fn predict(_: &StateConfig, _: &Self, _: u16) -> Option<Self> {
+        None
+    }
+
+    fn serialize_residual<S: Stream>(
+        s: &mut S,
+        config: &StateConfig,
+        value: &mut Self,
+        reference: &Self,
+    ) -> Result<(), CodecError> {
+        ObjectState::serialize_residual(s, config, &mut value.0, &reference.0)
+    }
+
+    fn serialize_absolute<S: Stream>(
+        s: &mut S,
+        config: &StateConfig,
+        value: &mut Self,
+    ) -> Result<(), CodecError> {
+        ObjectState::serialize_absolute(s, config, &mut value.0)
+    }
+}
+
+/// Bytes a frame's payload took, by the path each cube went.
+#[derive(Debug, Clone, Copy, Default)]
+struct PathTally {
+    entries: [u64; 5],
+    bits: [f64; 5],
+}
+
+fn path_index(p: DeltaPath) -> usize {
+    DeltaPath::ALL.iter().position(|&q| q == p).unwrap_or(4)
+}
+
+/// Writes every cube of a frame against `baseline` (the frame `gap` frames earlier) or absolutely. `cost` reports
+/// the stream's size in bits so far, to attribute each cube's bits to its path.
+fn write_frame<S: Stream, T: DeltaState>(
+    s: &mut S,
+    config: &T::Config,
+    states: &[T],
+    baseline: Option<&[T]>,
+    gap: u16,
+    tally: &mut PathTally,
+    cost: impl Fn(&S) -> f64,
+) -> Result<(), CodecError> {
+    let mut offset = if baseline.is_some() {
+        u32::from(gap)
+    } else {
+        0
+    };
+    s.bits(BASELINE_OFFSET, &mut offset, 8)?;
+    for (i, state) in states.iter().enumerate() {
+        let base = baseline.map(|b| &b[i]);
+        let prediction = base.and_then(|b| T::predict(config, b, gap));
+        let mut path = plan(config, state, base, prediction.as_ref())?.path;
+        let before = cost(s);
+        let mut v = *state;
+        serialize_entry(s, config, &mut v, &mut path, base, prediction.as_ref())?;
+        let k = path_index(path);
+        tally.entries[k] += 1;
+        tally.bits[k] += cost(s) - before;
+    }
+    Ok(())
+}
+
+/// Reads a frame written by [`write_frame`]; `history` holds the receiver's earlier decoded frames, newest last.
+fn read_frame<S: Stream, T: DeltaState>(
+    s: &mut S,
+    config: &T::Config,
+    n: usize,
+    history: &VecDeque<Vec<T>>,
+) -> Result<Vec<T>, CodecError> {
+    let mut offset = 0u32;
+    s.bits(BASELINE_OFFSET, &mut offset, 8)?;
+    let baseline = match offset as usize {
+        0 => None,
+        k => Some(history.len().checked_sub(k).map(|i| &history[i]).ok_or(
+            CodecError::Invalid {
+                field: BASELINE_OFFSET.name,
+            },
+        )?),
+    };
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let base = baseline.map(|b| &b[i]);
+        let prediction = base.and_then(|b| T::predict(config, b, offset as u16));
+        let mut v = T::default();
+        let mut path = DeltaPath::Absolute;
+        serialize_entry(s, config, &mut v, &mut path, base, prediction.as_ref())?;
+        out.push(v);
+    }
+    Ok(out)
+}
+
+fn header_bytes(sequence: u16, backend: Backend) -> Vec<u8> {
+    let mut w = BitWriteStream::new();
+    let mut header = PacketHeader {
+        packet_type: 2,
+        sequence,
+        ack: sequence.wrapping_sub(BASELINE_AGE as u16),
+        ack_bits: u32::MAX,
+    };
+    let mut b = backend;
+    serialize_header(&mut w, PROTOCOL, &mut header, &mut b).expect("header fits");
+    w.finish()
+}
+
+/// Error of a decoded position against the float one, in millimetres.
+fn error_mm(quant: &QuantConfig, decoded: &ObjectState, float: &FloatCube) -> f64 {
+    let p = decoded.body.position_f32(quant);
+    let d: f64 = (0..3)
+        .map(|i| f64::from(p[i] - float.position[i]).powi(2))
+        .sum();
+    d.sqrt() * 1000.0
+}
+
+#[derive(Debug, Default)]
+struct Errors {
+    sum: f64,
+    max: f64,
+    count: u64,
+}
+
+impl Errors {
+    fn add(&mut self, e: f64) {
+        self.sum += e;
+        self.max = self.max.max(e);
+        self.count += 1;
+    }
+
+    fn mean(&self) -> f64 {
+        self.sum / self.count.max(1) as f64
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Raw,
+    Absolute { at_rest: bool },
+    Delta { predict: bool, backend: Backend },
+}
+
+/// One rung: its coder settings, the sender's and receiver's frame histories, and what it measured.
+struct Rung {
+    name: &'static str,
+    kind: Kind,
+    sent: VecDeque<Vec<ObjectState>>,
+    received: VecDeque<Vec<ObjectState>>,
+    bytes: u64,
+    errors: Errors,
+    tally: PathTally,
+}
+
+impl Rung {
+    fn new(name: &'static str, kind: Kind) -> Self {
+        Self {
+            name,
+            kind,
+            sent: VecDeque::new(),
+            received: VecDeque::new(),
+            bytes: 0,
+            errors: Errors::default(),
+            tally: PathTally::default(),
+        }
+    }
+
+    /// Encodes frame `sequence`, decodes it as the receiver, checks it and records size and error.
+    fn run(
+        &mut self,
+        sequence: u16,
+        config: &StateConfig,
+        states: &[ObjectState],
+        floats: &[FloatCube],
+    ) {
+        let n = states.len();
+        let states: Vec<ObjectState> = match self.kind {
+            Kind::Absolute { at_rest: false } => states
+                .iter()
+                .map(|s| {
+                    let mut s = *s;
+                    s.body.at_rest = false;
+                    s
+                })
+                .collect(),
+            _ => states.to_vec(),
+        };
+        match self.kind {
+            Kind::Raw => {
+                let mut w = BitWriteStream::with_bytes(header_bytes(sequence, Backend::Bitpack));
+                let mut sent = floats.to_vec();
+                for c in &mut sent {
+                    serialize_float_cube(&mut w, c).expect("floats serialize");
+                }
+                let bytes = w.finish();
+                self.bytes += bytes.len() as u64;
+                let mut r = BitReadStream::new(&bytes[HEADER_BYTES..]);
+                for f in floats {
+                    let mut c = FloatCube::default();
+                    serialize_float_cube(&mut r, &mut c).expect("raw frame decodes");
+                    assert_eq!(c, *f, "raw rung round trip");
+                    self.errors.add(0.0);
+                }
+            }
+            Kind::Absolute { .. } => {
+                let mut w = BitWriteStream::with_bytes(header_bytes(sequence, Backend::Bitpack));
+                let bits = |s: &BitWriteStream| s.bits_written() as f64;
+                write_frame(&mut w, config, &states, None, 0, &mut self.tally, bits)
+                    .expect("frame encodes");
+                let bytes = w.finish();
+                self.bytes += bytes.len() as u64;
+                let mut r = BitReadStream::new(&bytes[HEADER_BYTES..]);
+                let decoded = read_frame::<_, ObjectState>(&mut r, config, n, &self.received)
+                    .expect("frame decodes");
+                self.check(&states, &decoded, config, floats);
+            }
+            Kind::Delta { predict, backend } => {
+                let baseline = (self.sent.len() >= BASELINE_AGE)
+                    .then(|| self.sent[self.sent.len() - BASELINE_AGE].clone());
+                let header = header_bytes(sequence, backend);
+                let gap = BASELINE_AGE as u16;
+                let payload = match (predict, backend) {
+                    (true, Backend::Bitpack) => {
+                        let mut w = BitWriteStream::with_bytes(header.clone());
+                        let bits = |s: &BitWriteStream| s.bits_written() as f64;
+                        write_frame(
+                            &mut w,
+                            config,
+                            &states,
+                            baseline.as_deref(),
+                            gap,
+                            &mut self.tally,
+                            bits,
+                        )
+                        .expect("frame encodes");
+                        w.finish()[HEADER_BYTES..].to_vec()
+                    }
+                    (true, Backend::Arith) => {
+                        let mut w = ArithWriteStream::new();
+                        let bits = |s: &ArithWriteStream| (s.finished_len() * 8) as f64;
+                        write_frame(
+                            &mut w,
+                            config,
+                            &states,
+                            baseline.as_deref(),
+                            gap,
+                            &mut self.tally,
+                            bits,
+                        )
+                        .expect("frame encodes");
+                        w.finish()
+                    }
+                    (false, _) => {
+                        let wrap = |v: &[ObjectState]| {
+                            v.iter().map(|s| Unpredicted(*s)).collect::<Vec<_>>()
+                        };
+                        let unpredicted = wrap(&states);
+                        let base = baseline.as_deref().map(wrap);
+                        let mut w = BitWriteStream::with_bytes(header.clone());
+                        let bits = |s: &BitWriteStream| s.bits_written() as f64;
+                        write_frame(
+                            &mut w,
+                            config,
+                            &unpredicted,
+                            base.as_deref(),
+                            gap,
+                            &mut self.tally,
+                            bits,
+                        )
+                        .expect("frame encodes");
+                        w.finish()[HEADER_BYTES..].to_vec()
+                    }
+                };
+                self.bytes += (header.len() + payload.len()) as u64;
+                let decoded = match (predict, backend) {
+                    (true, Backend::Bitpack) => read_frame::<_, ObjectState>(
+                        &mut BitReadStream::new(&payload),
+                        config,
+                        n,
+                        &self.received,
+                    ),
+                    (true, Backend::Arith) => {
+                        let mut r = ArithReadStream::new(&payload).expect("range coder opens");
+                        read_frame::<_, ObjectState>(&mut r, config, n, &self.received)
+                    }
+                    (false, _) => {
+                        let history: VecDeque<Vec<Unpredicted>> = self
+                            .received
+                            .iter()
+                            .map(|f| f.iter().map(|s| Unpredicted(*s)).collect())
+                            .collect();
+                        read_frame::<_, Unpredicted>(
+                            &mut BitReadStream::new(&payload),
+                            config,
+                            n,
+                            &history,
+                        )
+                        .map(|v| v.into_iter().map(|u| u.0).collect())
+                    }
+                }
+                .expect("frame decodes");
+                self.check(&states, &decoded, config, floats);
+            }
+        }
+        self.sent.push_back(states);
+        if self.sent.len() > BASELINE_AGE {
+            self.sent.pop_front();
+        }
+    }
+
+    fn check(
+        &mut self,
+        sent: &[ObjectState],
+        decoded: &[ObjectState],
+        config: &StateConfig,
+        floats: &[FloatCube],
+    ) {
+        assert_eq!(
+            decoded, sent,
+            "{}: the receiver decodes what was sent",
+            self.name
+        );
+        for (d, f) in decoded.iter().zip(floats) {
+            self.errors.add(error_mm(&config.quant, d, f));
+        }
+        self.received.push_back(decoded.to_vec());
+        if self.received.len() > BASELINE_AGE {
+            self.received.pop_front();
+        }
+    }
+
+    fn kbps(&self, seconds: f64) -> f64 {
+        self.bytes as f64 * 8.0 / seconds / 1000.0
+    }
+
+    fn report(&self, seconds: f64, frames: u64) -> Value {
+        let per_frame = |x: f64| x / frames.max(1) as f64;
+        let names = [
+            "unchanged",
+            "predicted",
+            "prediction_error",
+            "delta",
+            "absolute",
+        ];
+        let paths: serde_json::Map<String, Value> = names
+            .iter()
+            .enumerate()
+            .map(|(k, name)| {
+                (
+                    (*name).to_string(),
+                    json!({
+                        "cubes_per_frame": per_frame(self.tally.entries[k] as f64),
+                        "kbps": self.tally.bits[k] / seconds / 1000.0,
+                    }),
+                )
+            })
+            .collect();
+        json!({
+            "kbps": self.kbps(seconds),
+            "bytes_per_frame": per_frame(self.bytes as f64),
+            "mean_error_mm": self.errors.mean(),
+            "max_error_mm": self.errors.max,
+            "paths": if self.kind == Kind::Raw { Value::Null } else { Value::Object(paths) },
+        })
+    }
+}
+
+/// The best rung's frames through the codec's own packet sections instead of the id-less frame message: every
+/// cube as an entry with its id, coded against the same acked frame. The difference to `entropy` is what object
+/// ids and per-entry flags cost, which the budgeted link pays on every entry.
+struct SectionFrames {
+    link: LinkConfig,
+    tracker: AckTracker<ObjectState>,
+    history: ReceiveHistory<ObjectState>,
+    order: Vec<u16>,
+    bytes: u64,
+}
+
+impl SectionFrames {
+    fn new(n: usize) -> Self {
+        let link = LinkConfig {
+            backend: Backend::Arith,
+            budget_bytes: 64 * n + 64,
+            max_objects: 1024,
+            ..LinkConfig::default()
+        };
+        Self {
+            link,
+            tracker: AckTracker::new(link.max_objects),
+            history: ReceiveHistory::new(link.max_objects),
+            order: (0..n as u16).collect(),
+            bytes: 0,
+        }
+    }
+
+    fn run(&mut self, sequence: u16, config: &StateConfig, states: &[ObjectState]) {
+        if usize::from(sequence) > BASELINE_AGE {
+            self.tracker.process_acks(sequence - BASELINE_AGE as u16, 0);
+        }
+        let header = PacketHeader {
+            packet_type: 2,
+            sequence,
+            ack: sequence.wrapping_sub(BASELINE_AGE as u16),
+            ack_bits: u32::MAX,
+        };
+        let mut w = PacketWriter::new(&self.link, header).expect("header");
+        let ids = w
+            .write_section(config, &mut self.tracker, sequence, &self.order, |id| {
+                states.get(usize::from(id)).copied()
+            })
+            .expect("section encodes");
+        assert_eq!(ids.len(), states.len(), "the wide budget holds every cube");
+        let bytes = w.finish();
+        self.bytes += bytes.len() as u64;
+        let mut r = PacketReader::new(&self.link, &bytes).expect("header decodes");
+        let (_, entries) = r
+            .read_section::<ObjectState>(config, &mut self.history)
+            .expect("section decodes");
+        assert!(entries.iter().all(|(id, s)| states[usize::from(*id)] == *s));
+    }
+}
+
+/// The budgeted link variant: authority and receiver links over a conditioned network.
+struct LinkVariant {
+    sender: StateLink,
+    receiver: StateLink,
+    to_receiver: LinkConditioner,
+    to_sender: LinkConditioner,
+    in_flight: Vec<(Duration, Vec<u8>)>,
+    acks_in_flight: Vec<(Duration, Vec<u8>)>,
+    held: Vec<ObjectState>,
+    floats_by_frame: VecDeque<(u16, Vec<FloatCube>)>,
+    newest_frame: Option<u16>,
+    errors: Errors,
+    error_samples: Vec<f32>,
+    objects_sent: u64,
+    age_sum: f64,
+    last_update: Vec<u64>,
+}
+
+impl LinkVariant {
+    fn new(initial: Vec<ObjectState>, seed: u64, loss: f64) -> Self {
+        let settings = LinkSettings::default();
+        // Three frames each way: 100 ms round trip at 60 Hz.
+        let network = Conditions {
+            latency: Duration::from_secs(1) / HZ * ONE_WAY_FRAMES,
+            loss,
+            ..Conditions::ideal()
+        };
+        let n = initial.len();
+        Self {
+            sender: StateLink::new(settings).expect("default link settings"),
+            receiver: StateLink::new(settings).expect("default link settings"),
+            to_receiver: LinkConditioner::new(network, seed).expect("valid network"),
+            to_sender: LinkConditioner::new(network, seed ^ 0xACE).expect("valid network"),
+            in_flight: Vec::new(),
+            acks_in_flight: Vec::new(),
+            held: initial,
+            floats_by_frame: VecDeque::new(),
+            newest_frame: None,
+            errors: Errors::default(),
+            error_samples: Vec::new(),
+            objects_sent: 0,
+            age_sum: 0.0,
+            last_update: vec![0; n],
+        }
+    }
+
+    fn step(&mut self, now: Duration, frame: u64, world: &World, floats: &[FloatCube]) {
+        let states = world.object_states();
+        let priorities = world.priorities();
+        self.floats_by_frame
+            .push_back((frame as u16, floats.to_vec()));
+        if self.floats_by_frame.len() > 64 {
+            self.floats_by_frame.pop_front();
+        }
+        let out = Outgoing {
+            frame,
+            objects: &states,
+            priorities: &priorities,
+            avatars: &[],
+        };
+        if let Some(p) = self.sender.build_packet(now, &out).expect("link builds") {
+            self.objects_sent += p.objects.len() as u64;
+            for &at in self
+                .to_receiver
+                .schedule(now, Delivery::Unreliable, p.bytes.len())
+                .times()
+            {
+                self.in_flight.push((at, p.bytes.clone()));
+            }
+        }
+        let empty = Outgoing {
+            frame,
+            objects: &[],
+            priorities: &[],
+            avatars: &[],
+        };
+        if let Some(p) = self
+            .receiver
+            .build_packet(now, &empty)
+            .expect("link builds")
+        {
+            for &at in self
+                .to_sender
+                .schedule(now, Delivery::Unreliable, p.bytes.len())
+                .times()
+            {
+                self.acks_in_flight.push((at, p.bytes.clone()));
+            }
+        }
+        for bytes in take_due(&mut self.in_flight, now) {
+            let update = self
+                .receiver
+                .receive(now, &bytes)
+                .expect("receiver decodes");
+            if self
+                .newest_frame
+                .is_none_or(|f| physync_codec::seq_newer(update.frame, f))
+            {
+                self.newest_frame = Some(update.frame);
+            }
+            for (id, s) in update.objects {
+                self.held[usize::from(id)] = s;
+                self.last_update[usize::from(id)] = u64::from(update.frame);
+            }
+        }
+        for bytes in take_due(&mut self.acks_in_flight, now) {
+            self.sender
+                .receive(now, &bytes)
+                .expect("sender decodes acks");
+        }
+        // The receiver's view against the authority at the frame of the newest datagram it holds: the error the
+        // budget and the codec cause, without the transport's latency.
+        let Some(newest) = self.newest_frame else {
+            return;
+        };
+        let Some((_, reference)) = self.floats_by_frame.iter().find(|(f, _)| *f == newest) else {
+            return;
+        };
+        let quant = QuantConfig::default();
+        for (id, (held, float)) in self.held.iter().zip(reference).enumerate() {
+            let e = error_mm(&quant, held, float);
+            self.errors.add(e);
+            self.error_samples.push(e as f32);
+            self.age_sum += f64::from(newest.wrapping_sub(self.last_update[id] as u16));
+        }
+    }
+
+    fn report(&mut self, seconds: f64, frames: u64) -> Value {
+        self.error_samples.sort_by(f32::total_cmp);
+        let p99 = self
+            .error_samples
+            .get(self.error_samples.len() * 99 / 100)
+            .copied()
+            .unwrap_or(0.0);
+        let s = self.sender.stats();
+        let settings = self.sender.settings();
+        json!({
+            "budget_kbps": f64::from(settings.bytes_per_second) * 8.0 / 1000.0,
+            "network_round_trip_ms": (Duration::from_secs(1) / HZ * (2 * ONE_WAY_FRAMES)).as_secs_f64() * 1000.0,
+            "backend": format!("{:?}", settings.codec.backend),
+            "kbps": s.bytes_sent as f64 * 8.0 / seconds / 1000.0,
+            "packets": s.packets_sent,
+            "objects_per_packet": self.objects_sent as f64 / s.packets_sent.max(1) as f64,
+            "objects_per_frame": self.objects_sent as f64 / frames.max(1) as f64,
+            "mean_error_mm": self.errors.mean(),
+            "max_error_mm": self.errors.max,
+            "p99_error_mm": p99,
+            "mean_update_age_frames": self.age_sum / self.errors.count.max(1) as f64,
+            "rtt_ms": s.rtt.map(|r| r.as_secs_f64() * 1000.0),
+            "packets_lost": s.packets_lost,
+            "receiver_decode_errors": self.receiver.stats().decode_errors,
+        })
+    }
+}
+
+fn take_due(queue: &mut Vec<(Duration, Vec<u8>)>, now: Duration) -> Vec<Vec<u8>> {
+    queue.sort_by_key(|(at, _)| *at);
+    let due = queue.iter().take_while(|(at, _)| *at <= now).count();
+    queue.drain(..due).map(|(_, b)| b).collect()
+}
+
+fn float_cubes(world: &World) -> Vec<FloatCube> {
+    (0..world.object_count() as u16)
+        .map(|id| {
+            let pose = world.physics_pose(id);
+            let q = pose.rotation.into_inner().coords;
+            let v = world.linear_velocity(id);
+            FloatCube {
+                position: [pose.translation.x, pose.translation.y, pose.translation.z],
+                rotation: [q.x, q.y, q.z, q.w],
+                linear_velocity: [v.x, v.y, v.z],
+                at_rest: world.is_at_rest(id),
+            }
+        })
+        .collect()
+}
+
+fn main() {
+    let args = Args::parse();
+    let config = WorldConfig::default();
+    let mut world = World::new(config, &SceneSpec::katamari());
+    let mut drive = KatamariDrive::new(&world, args.speed).expect("katamari has a player cube");
+    let state_config = StateConfig::default();
+    let frames = (args.seconds * f64::from(HZ)).round().max(1.0) as u64;
+    let seconds = frames as f64 / f64::from(HZ);
+    let mut rungs = vec![
+        Rung::new("raw", Kind::Raw),
+        Rung::new("quantized", Kind::Absolute { at_rest: false }),
+        Rung::new("at_rest", Kind::Absolute { at_rest: true }),
+        Rung::new(
+            "delta",
+            Kind::Delta {
+                predict: false,
+                backend: Backend::Bitpack,
+            },
+        ),
+        Rung::new(
+            "prediction",
+            Kind::Delta {
+                predict: true,
+                backend: Backend::Bitpack,
+            },
+        ),
+        Rung::new(
+            "entropy",
+            Kind::Delta {
+                predict: true,
+                backend: Backend::Arith,
+            },
+        ),
+    ];
+    let mut sections = SectionFrames::new(world.object_count());
+    let mut variant = LinkVariant::new(world.object_states(), args.seed, args.loss);
+    let mut moving = 0u64;
+    let frame_time = Duration::from_secs(1) / HZ;
+    let start_waypoint = drive.next_waypoint();
+    let mut waypoints_reached = 0u32;
+    let mut last_waypoint = start_waypoint;
+    for frame in 1..=frames {
+        drive.apply(&mut world);
+        world.step();
+        if drive.next_waypoint() != last_waypoint {
+            waypoints_reached += 1;
+            last_waypoint = drive.next_waypoint();
+        }
+        let states = world.object_states();
+        let floats = float_cubes(&world);
+        moving += states.iter().filter(|s| !s.body.at_rest).count() as u64;
+        for rung in &mut rungs {
+            rung.run(frame as u16, &state_config, &states, &floats);
+        }
+        sections.run(frame as u16, &state_config, &states);
+        variant.step(frame_time * frame as u32, frame, &world, &floats);
+    }
+    let n = world.object_count() as u64;
+    let kbps: serde_json::Map<String, Value> = rungs
+        .iter()
+        .map(|r| (r.name.to_string(), json!(r.kbps(seconds))))
+        .collect();
+    let best = rungs.last().expect("rungs");
+    let goal = 128.0;
+    let report = json!({
+        "scene": "katamari",
+        "objects": n,
+        "hz": HZ,
+        "frames": frames,
+        "seconds": seconds,
+        "baseline_age_frames": BASELINE_AGE,
+        "speed_m_s": args.speed,
+        "waypoints_reached": waypoints_reached,
+        "kbps": kbps,
+        "moving_share": moving as f64 / (frames * n) as f64,
+        "mean_error_mm": best.errors.mean(),
+        "max_error_mm": best.errors.max,
+        "goal_kbps": goal,
+        "goal_met": best.kbps(seconds) <= goal,
+        "rungs": rungs.iter().map(|r| (r.name.to_string(), r.report(seconds, frames))).collect::<serde_json::Map<_, _>>(),
+        "entropy_in_codec_sections_kbps": sections.bytes as f64 * 8.0 / seconds / 1000.0,
+        "state_link": variant.report(seconds, frames),
+    });
+    if args.json {
+        println!("{report}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&report).expect("json"));
+    }
+}
