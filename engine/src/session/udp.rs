@@ -44,3 +44,34 @@ pub fn pump_udp<C: SessionCore>(
         .map_or(MAX_PUMP_INTERVAL, |t| t.saturating_sub(driver.now()));
     Ok(next.min(MAX_PUMP_INTERVAL))
 }
+
+/// Runs `core` over `driver` until `tick` returns false: each turn pumps ([`pump_udp`], with `input` before the
+/// core's deadlines), then calls `tick` with the session time (status lines, stop conditions), then waits for the
+/// next turn.
+pub fn run_udp<C: SessionCore>(
+    driver: &mut LaminarDriver,
+    core: &mut C,
+    mut input: impl FnMut(Duration, &mut C),
+    mut tick: impl FnMut(Duration, &mut C) -> bool,
+) -> Result<(), TransportError> {
+    loop {
+        let wait = pump_udp(driver, core, &mut input)?;
+        if !tick(driver.now(), core) {
+            return Ok(());
+        }
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+    }
+}
+
+/// Keeps pumping for `linger` after a core stopped (left the session), so its last reliable messages leave the
+/// socket and laminar can resend them if the first copy is lost.
+pub fn linger<C: SessionCore>(
+    driver: &mut LaminarDriver,
+    core: &mut C,
+    linger: Duration,
+) -> Result<(), TransportError> {
+    let until = driver.now() + linger;
+    run_udp(driver, core, |_, _| {}, |now, _| now < until)
+}

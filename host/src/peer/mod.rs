@@ -77,6 +77,7 @@ pub struct PeerHost {
     now: Duration,
     authorities: Vec<PlayerIndex>,
     counters: HostCounters,
+    up: RateMeter,
     ended: bool,
 }
 
@@ -133,6 +134,7 @@ impl PeerHost {
             now: Duration::ZERO,
             authorities,
             counters: HostCounters::default(),
+            up: RateMeter::new(),
             ended: false,
         })
     }
@@ -182,6 +184,16 @@ impl PeerHost {
     /// Session-wide counters.
     pub fn counters(&self) -> &HostCounters {
         &self.counters
+    }
+
+    /// Everything the host sent (all links, both channels) over the last full second, in kbps.
+    pub fn kbps_up(&self) -> f64 {
+        self.up.kbps()
+    }
+
+    /// Everything the host sent, averaged from its first datagram to now, in kbps.
+    pub fn avg_kbps_up(&self) -> f64 {
+        self.up.average_kbps(self.now)
     }
 
     /// True once the host has left.
@@ -550,6 +562,7 @@ impl PeerHost {
             g.up.tick(now);
             g.down.tick(now);
         }
+        self.up.tick(now);
     }
 
     fn step(&mut self, now: Duration) {
@@ -603,6 +616,7 @@ impl PeerHost {
             match g.link.build_packet(now, &out) {
                 Ok(Some(packet)) => {
                     g.up.record(now, packet.bytes.len());
+                    self.up.record(now, packet.bytes.len());
                     sends.push(Transmit {
                         to: g.addr,
                         delivery: Delivery::Unreliable,
@@ -622,6 +636,7 @@ impl PeerHost {
                 if let Some(g) = self.guests.get_mut(&to) {
                     g.up.record(self.now, payload.len());
                 }
+                self.up.record(self.now, payload.len());
                 self.outbox.push_back(Transmit {
                     to,
                     delivery: Delivery::ReliableOrdered,
