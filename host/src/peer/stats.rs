@@ -83,6 +83,8 @@ pub struct HostCounters {
     pub authority_transfers: u64,
     /// Bad updates by kind.
     pub bad_updates: BadUpdates,
+    /// Objects that left the world bounds and were dropped back in.
+    pub respawns: u64,
     /// Dropped datagrams by kind.
     pub drops: DropCounters,
     /// Guests admitted.
