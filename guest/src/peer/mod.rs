@@ -233,7 +233,10 @@ impl PeerGuest {
                     field: "protocol id" | "protocol version",
                 }),
             ) => self.drops.wrong_protocol += 1,
-            Err(_) => self.drops.malformed += 1,
+            Err(e) => {
+                tracing::debug!(%e, "state packet dropped");
+                self.drops.malformed += 1;
+            }
         }
     }
 
