@@ -129,6 +129,13 @@ pub struct ReceivedUpdate {
     pub avatars: Vec<TimedAvatar>,
 }
 
+/// One datagram as written, with the players and objects it carries.
+struct Written {
+    bytes: Vec<u8>,
+    avatars: Vec<u16>,
+    objects: Vec<u16>,
+}
+
 /// The state-sync link to one remote peer. See the module documentation.
 #[derive(Debug, Clone)]
 pub struct StateLink {
@@ -258,32 +265,19 @@ impl StateLink {
             budget_bytes: budget,
             ..self.settings.codec
         };
-        let frame = out.frame as u16;
-        let config = self.settings.state;
-        let mut writer = PacketWriter::new(&codec, header)?;
-        let avatar_ids: Vec<u16> = out
-            .avatars
-            .iter()
-            .map(|a| u16::from(a.state.player))
-            .filter(|&p| usize::from(p) < MAX_PLAYERS)
-            .collect();
-        let avatars =
-            writer.write_section(&config, &mut self.avatars_sent, frame, &avatar_ids, |id| {
-                out.avatars
-                    .iter()
-                    .find(|a| u16::from(a.state.player) == id)
-                    .map(|a| TimedAvatar {
-                        sample_offset_ms: a.sample_offset_ms.min(MAX_SAMPLE_OFFSET_MS),
-                        ..*a
-                    })
-            })?;
         self.priorities.order_into(&mut self.order);
-        let objects =
-            writer.write_section(&config, &mut self.objects_sent, frame, &self.order, |id| {
-                out.objects.get(usize::from(id)).copied()
-            })?;
+        let Written {
+            bytes,
+            avatars,
+            objects,
+        } = match self.write(&codec, header, out, true) {
+            // The avatars left no room for the objects section to start: send the objects alone this time.
+            Err(LinkError::Codec(CodecError::Overflow)) => {
+                self.write(&codec, header, out, false)?
+            }
+            written => written?,
+        };
         self.priorities.mark_sent(&objects);
-        let bytes = writer.finish();
         self.credit -= bytes.len() as f64;
         self.next_sequence = match sequence.wrapping_add(1) {
             NOTHING_RECEIVED => NOTHING_RECEIVED + 1,
@@ -298,6 +292,45 @@ impl StateLink {
             objects,
             avatars: avatars.into_iter().map(|p| p as u8).collect(),
         }))
+    }
+
+    /// Writes one datagram: the avatar section (empty unless `with_avatars`), then objects in accumulator order.
+    /// Both trackers record what went in under the header's sequence.
+    fn write(
+        &mut self,
+        codec: &LinkConfig,
+        header: PacketHeader,
+        out: &Outgoing<'_>,
+        with_avatars: bool,
+    ) -> Result<Written, LinkError> {
+        let frame = out.frame as u16;
+        let config = self.settings.state;
+        let mut writer = PacketWriter::new(codec, header)?;
+        let avatar_ids: Vec<u16> = out
+            .avatars
+            .iter()
+            .map(|a| u16::from(a.state.player))
+            .filter(|&p| with_avatars && usize::from(p) < MAX_PLAYERS)
+            .collect();
+        let avatars =
+            writer.write_section(&config, &mut self.avatars_sent, frame, &avatar_ids, |id| {
+                out.avatars
+                    .iter()
+                    .find(|a| u16::from(a.state.player) == id)
+                    .map(|a| TimedAvatar {
+                        sample_offset_ms: a.sample_offset_ms.min(MAX_SAMPLE_OFFSET_MS),
+                        ..*a
+                    })
+            })?;
+        let objects =
+            writer.write_section(&config, &mut self.objects_sent, frame, &self.order, |id| {
+                out.objects.get(usize::from(id)).copied()
+            })?;
+        Ok(Written {
+            bytes: writer.finish(),
+            avatars,
+            objects,
+        })
     }
 
     /// Decodes a datagram from the remote: its avatar and object states (each against the baseline it names in

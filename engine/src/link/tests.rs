@@ -345,3 +345,57 @@ fn sample_offsets_are_clamped_and_travel_with_unchanged_avatars() {
     let p = a.build_packet(FRAME * 20, &out).unwrap().unwrap();
     assert!(p.avatars.is_empty());
 }
+
+#[test]
+fn a_tight_budget_still_carries_objects_beside_four_avatars() {
+    let settings = LinkSettings {
+        bytes_per_second: 48 * 60,
+        ..LinkSettings::default()
+    };
+    let mut a = StateLink::new(settings).unwrap();
+    let mut b = StateLink::new(settings).unwrap();
+    let n = 30;
+    let mut with_objects = 0;
+    let mut with_avatars = 0;
+    let mut total = 0;
+    let mut delivered = vec![false; n];
+    for frame in 0..240u64 {
+        let now = FRAME * frame as u32;
+        let states = objects(n, frame);
+        // Four avatars holding things, whose absolute form alone outgrows a 48-byte datagram.
+        let avatars: Vec<TimedAvatar> = (0..4)
+            .map(|p| {
+                let mut t = avatar(p, frame);
+                for (h, hand) in t.state.hands.iter_mut().enumerate() {
+                    hand.held = Some(physync_codec::HeldObject {
+                        object: 100 + u16::from(p) * 2 + h as u16,
+                        ..Default::default()
+                    });
+                }
+                t
+            })
+            .collect();
+        let out = Outgoing {
+            frame,
+            objects: &states,
+            priorities: &vec![1.0; n],
+            avatars: &avatars,
+        };
+        if let Some(p) = a.build_packet(now, &out).unwrap() {
+            total += p.bytes.len();
+            with_objects += usize::from(!p.objects.is_empty());
+            with_avatars += usize::from(!p.avatars.is_empty());
+            let got = b.receive(now, &p.bytes).unwrap();
+            for (id, s) in got.objects {
+                assert_eq!(s, states[usize::from(id)]);
+                delivered[usize::from(id)] = true;
+            }
+        }
+    }
+    // Four seconds at 48 bytes a frame, plus the full first datagram.
+    assert!(total <= 4 * 48 * 60 + 1200, "{total}");
+    // Avatars go first; the objects still get through, every one of them.
+    assert!(with_avatars > 200, "{with_avatars}");
+    assert!(with_objects > 40, "{with_objects}");
+    assert!(delivered.iter().all(|&d| d));
+}
