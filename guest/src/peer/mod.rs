@@ -8,6 +8,8 @@
 mod config;
 mod session;
 mod stats;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
