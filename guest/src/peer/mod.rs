@@ -18,8 +18,7 @@ use std::time::Duration;
 use physync_codec::CodecError;
 use physync_engine::link::LinkError;
 use physync_engine::session::{
-    ControlError, ControlMessage, PlayerControls, RejectReason, SessionCore, decode_control,
-    encode_control,
+    ControlError, ControlMessage, RejectReason, SessionCore, decode_control, encode_control,
 };
 use physync_engine::transport::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, Transmit};
 use physync_engine::world::World;

@@ -75,7 +75,7 @@ fn join_is_retried_until_accepted_then_the_guest_plays() {
     from_host(&mut g, ms(1300), accept(42));
     assert_eq!(g.phase(), GuestPhase::Joined);
     let s = g.session().unwrap();
-    assert_eq!(PlayerControls::player(s), 2);
+    assert_eq!(s.player(), 2);
     assert_eq!(s.world().object_count(), 64);
     g.handle_timeout(ms(1400));
     let packets = std::iter::from_fn(|| g.poll_transmit())
