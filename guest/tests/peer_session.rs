@@ -127,6 +127,14 @@ fn three_bots_under_loss_converge_after_settling() {
     assert!(c.authority_transfers > 20, "{c:?}");
     assert_eq!(c.drops.total(), 0, "{c:?}");
     assert_eq!(c.bad_updates.total(), 0, "{c:?}");
+    for r in sim.host().guest_reports() {
+        let rtt = r.rtt_ms.unwrap();
+        assert!((200.0..400.0).contains(&rtt), "{r:?}");
+        assert!(r.loss < 0.2, "{r:?}");
+        assert!(r.packets_received > 3000, "{r:?}");
+        assert!(r.authority_transfers > 0, "{r:?}");
+        assert!(r.avg_kbps_up < 256.0, "{r:?}");
+    }
     assert_converged(&sim);
 }
 

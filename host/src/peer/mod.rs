@@ -356,6 +356,7 @@ impl PeerHost {
                 boosts: vec![0; self.world.object_count()],
                 conflicts: 0,
                 corrections: 0,
+                authority_transfers: 0,
                 bad: BadUpdates::default(),
             },
         );
@@ -622,6 +623,11 @@ impl PeerHost {
             let current = self.world.authority(id as ObjectId).view.authority;
             if current != *last {
                 self.counters.authority_transfers += 1;
+                for g in self.guests.values_mut() {
+                    if g.player == current || g.player == *last {
+                        g.authority_transfers += 1;
+                    }
+                }
                 *last = current;
             }
         }
