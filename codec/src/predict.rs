@@ -112,19 +112,21 @@ impl Predictor {
         }
         // Bounds: |h| <= 2^26 (about 30 rad/s at 60 Hz; faster spins are clamped), and over 64 frames |q| stays
         // below 2^31.3, so no product overflows.
-        for _ in 0..frames {
-            if self.angular_keep != ONE {
-                w = w.map(|x| (x * self.angular_keep) >> FRAC);
+        let half_angle = |w: &[i64; 3]| {
+            [0, 1, 2]
+                .map(|i| ((w[i] * self.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT))
+        };
+        if self.angular_keep == ONE {
+            // Undamped: the step is the same every frame, so it is computed once.
+            let h = half_angle(&w);
+            for _ in 0..frames {
+                q = rotate_step(q, &h);
             }
-            let h = [0, 1, 2]
-                .map(|i| ((w[i] * self.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT));
-            let [x, y, z, s] = q;
-            q = [
-                x + ((h[0] * s + h[1] * z - h[2] * y) >> QFRAC),
-                y + ((h[1] * s + h[2] * x - h[0] * z) >> QFRAC),
-                z + ((h[2] * s + h[0] * y - h[1] * x) >> QFRAC),
-                s - ((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
-            ];
+        } else {
+            for _ in 0..frames {
+                w = w.map(|x| (x * self.angular_keep) >> FRAC);
+                q = rotate_step(q, &half_angle(&w));
+            }
         }
         // The norm at three fewer fractional bits, so the squares fit in 64 bits.
         let norm = (isqrt(q.iter().map(|c| ((c >> 3) * (c >> 3)) as u64).sum()) as i64) << 3;
@@ -140,7 +142,7 @@ impl Predictor {
         let sign = if q[largest] < 0 { -1 } else { 1 };
         // Component = q / norm * scale, rounded: one division for the factor (scale * 2^48 / norm), then products
         // below 2^57.
-        let factor = (self.q_to_component << 32) / norm;
+        let factor = div_floor_positive(self.q_to_component << 32, norm);
         let mut components = [0i32; 3];
         let mut k = 0;
         for (i, c) in q.iter().enumerate() {
@@ -206,10 +208,53 @@ impl Predictor {
     }
 }
 
+/// One first-order step `q += ½·dt·ω⊗q` of a 4.28 quaternion by the half-angle step `h` (4.28).
+#[inline(always)]
+fn rotate_step(q: [i64; 4], h: &[i64; 3]) -> [i64; 4] {
+    let [x, y, z, s] = q;
+    [
+        x + ((h[0] * s + h[1] * z - h[2] * y) >> QFRAC),
+        y + ((h[1] * s + h[2] * x - h[0] * z) >> QFRAC),
+        z + ((h[2] * s + h[0] * y - h[1] * x) >> QFRAC),
+        s - ((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
+    ]
+}
+
+/// `a / b` for `a >= 0` and `b > 0`, rounded down: exactly the integer quotient. A floating-point estimate (a
+/// fraction of the latency of a 64-bit integer division) is corrected with integer arithmetic, so the result is
+/// exact and identical everywhere.
+#[inline]
+fn div_floor_positive(a: i64, b: i64) -> i64 {
+    debug_assert!(a >= 0 && b > 0);
+    let mut q = (a as f64 / b as f64) as i64;
+    // The estimate is within a few units of the quotient, so the remainder below cannot overflow.
+    let mut r = a - q * b;
+    while r < 0 {
+        q -= 1;
+        r += b;
+    }
+    while r >= b {
+        q += 1;
+        r -= b;
+    }
+    q
+}
+
 /// The integer square root (the floor of the exact root). A floating-point estimate is corrected with integer
-/// comparisons, so the result is exact and identical everywhere.
+/// comparisons, so the result is exact and identical everywhere. Below 2^62 the estimate is off by at most one,
+/// so a single comparison each way settles it; larger inputs take the general loops.
 #[inline]
 fn isqrt(x: u64) -> u64 {
+    if x < 1 << 62 {
+        // Signed conversions are single instructions; r <= 2^31, so neither square overflows.
+        let mut r = ((x as i64) as f64).sqrt() as i64 as u64;
+        if r * r > x {
+            r -= 1;
+        } else if (r + 1) * (r + 1) <= x {
+            r += 1;
+        }
+        return r;
+    }
     let mut r = (x as f64).sqrt() as u64;
     while r > 0 && r.checked_mul(r).is_none_or(|sq| sq > x) {
         r -= 1;
@@ -230,6 +275,8 @@ impl Default for Predictor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     #[test]
     fn free_fall_matches_the_float_integration() {
@@ -376,6 +423,27 @@ mod tests {
             let r = isqrt(x);
             assert!(u128::from(r) * u128::from(r) <= u128::from(x));
             assert!(u128::from(r + 1) * u128::from(r + 1) > u128::from(x), "{x}");
+        }
+    }
+
+    #[test]
+    fn floating_estimates_give_exact_integer_results() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for _ in 0..200_000 {
+            let a = rng.random_range(0..=i64::MAX >> 4);
+            let shift = rng.random_range(0..40);
+            let b = rng.random_range(1..=1i64 << shift);
+            assert_eq!(div_floor_positive(a, b), a / b, "{a} / {b}");
+            let r = rng.random_range(0..1u64 << 31);
+            for x in [r * r, (r * r).saturating_sub(1), r * r + r, r * r + 2 * r] {
+                assert_eq!(isqrt(x), x.isqrt(), "isqrt {x}");
+            }
+            let shift = rng.random_range(0..64);
+            let x = rng.random::<u64>() >> shift;
+            assert_eq!(isqrt(x), x.isqrt(), "isqrt {x}");
+        }
+        for x in [(1u64 << 62) - 1, 1 << 62, (1 << 62) + 1, u64::MAX] {
+            assert_eq!(isqrt(x), x.isqrt());
         }
     }
 
