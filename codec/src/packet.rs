@@ -695,63 +695,68 @@ mod tests {
 
     #[test]
     fn missing_baseline_and_bad_headers_are_typed_errors() {
-        let link = LinkConfig::default();
-        let world = World::new(2, 10);
-        let order: Vec<u16> = (0..10).collect();
-        let mut tracker = AckTracker::new(link.max_objects);
-        let state_of = |id: u16| world.states.get(usize::from(id)).copied();
-        let first = encode_packet(
-            &link,
-            &world.config,
-            PacketHeader {
-                sequence: 1,
-                ..PacketHeader::default()
-            },
-            0,
-            &order,
-            state_of,
-            &mut tracker,
-        )
-        .unwrap();
-        tracker.process_acks(1, 0);
-        let second = encode_packet(
-            &link,
-            &world.config,
-            PacketHeader {
-                sequence: 2,
-                ..PacketHeader::default()
-            },
-            1,
-            &order,
-            state_of,
-            &mut tracker,
-        )
-        .unwrap();
-        assert!(second.bytes.len() < first.bytes.len() / 4);
-        let mut fresh = ReceiveHistory::new(link.max_objects);
-        assert!(matches!(
-            decode_packet::<ObjectState>(&link, &world.config, &second.bytes, &mut fresh),
-            Err(CodecError::MissingBaseline { sequence: 1, .. })
-        ));
-        assert_eq!(
-            decode_packet::<ObjectState>(&link, &world.config, &first.bytes[..5], &mut fresh),
-            Err(CodecError::Truncated)
-        );
-        let other = LinkConfig {
-            protocol_id: 1,
-            ..link
-        };
-        assert_eq!(
-            decode_packet::<ObjectState>(&other, &world.config, &first.bytes, &mut fresh),
-            Err(CodecError::Invalid {
-                field: "protocol id"
-            })
-        );
-        let cut = &first.bytes[..first.bytes.len() - 3];
-        assert_eq!(
-            decode_packet::<ObjectState>(&link, &world.config, cut, &mut fresh),
-            Err(CodecError::Truncated)
-        );
+        for backend in [Backend::Bitpack, Backend::Arith] {
+            let link = LinkConfig {
+                backend,
+                ..LinkConfig::default()
+            };
+            let world = World::new(2, 10);
+            let order: Vec<u16> = (0..10).collect();
+            let mut tracker = AckTracker::new(link.max_objects);
+            let state_of = |id: u16| world.states.get(usize::from(id)).copied();
+            let first = encode_packet(
+                &link,
+                &world.config,
+                PacketHeader {
+                    sequence: 1,
+                    ..PacketHeader::default()
+                },
+                0,
+                &order,
+                state_of,
+                &mut tracker,
+            )
+            .unwrap();
+            tracker.process_acks(1, 0);
+            let second = encode_packet(
+                &link,
+                &world.config,
+                PacketHeader {
+                    sequence: 2,
+                    ..PacketHeader::default()
+                },
+                1,
+                &order,
+                state_of,
+                &mut tracker,
+            )
+            .unwrap();
+            assert!(second.bytes.len() < first.bytes.len() / 4);
+            let mut fresh = ReceiveHistory::new(link.max_objects);
+            assert!(matches!(
+                decode_packet::<ObjectState>(&link, &world.config, &second.bytes, &mut fresh),
+                Err(CodecError::MissingBaseline { sequence: 1, .. })
+            ));
+            assert_eq!(
+                decode_packet::<ObjectState>(&link, &world.config, &first.bytes[..5], &mut fresh),
+                Err(CodecError::Truncated)
+            );
+            let other = LinkConfig {
+                protocol_id: 1,
+                ..link
+            };
+            assert_eq!(
+                decode_packet::<ObjectState>(&other, &world.config, &first.bytes, &mut fresh),
+                Err(CodecError::Invalid {
+                    field: "protocol id"
+                })
+            );
+            let cut = &first.bytes[..first.bytes.len() - 3];
+            assert_eq!(
+                decode_packet::<ObjectState>(&link, &world.config, cut, &mut fresh),
+                Err(CodecError::Truncated)
+            );
+        }
     }
 
     #[test]
