@@ -84,41 +84,44 @@ impl Predictor {
     }
 
     /// Advances a rotation by angular velocity `w` (16.16 indices, damped each frame as the velocity is).
+    #[inline]
     fn predict_rotation(
         &self,
         r: QuantizedRotation,
         mut w: [i64; 3],
         frames: u16,
     ) -> QuantizedRotation {
-        if w == [0; 3] || frames > MAX_ROTATION_FRAMES {
+        // Compared field by field: an array comparison here compiles to a vector load that stalls on the
+        // stores just made.
+        if (w[0] | w[1] | w[2]) == 0 || frames > MAX_ROTATION_FRAMES {
             return r;
         }
-        let one = 1i64 << QFRAC;
         let max = self.rotation_max;
-        let small = r
+        let [a, b, c] = r
             .components
             .map(|c| i64::from(c.clamp(-max, max)) * self.component_to_q);
-        let sum: i64 = small.iter().map(|c| c * c).sum();
-        let largest = isqrt((one * one - sum).max(0) as u64) as i64;
-        let mut q = [0i64; 4];
-        let mut k = 0;
-        for (i, slot) in q.iter_mut().enumerate() {
-            *slot = if i == usize::from(r.largest & 3) {
-                largest
-            } else {
-                k += 1;
-                small[k - 1]
-            };
-        }
-        // Bounds: |h| <= 2^26 (about 30 rad/s at 60 Hz; faster spins are clamped), and over 64 frames |q| stays
-        // below 2^31.3, so no product overflows.
+        let l = isqrt(((1i64 << (2 * QFRAC)) - (a * a + b * b + c * c)).max(0) as u64) as i64;
+        let mut q = match r.largest & 3 {
+            0 => [l, a, b, c],
+            1 => [a, l, b, c],
+            2 => [a, b, l, c],
+            _ => [a, b, c, l],
+        };
         let half_angle = |w: &[i64; 3]| {
             [0, 1, 2]
                 .map(|i| ((w[i] * self.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT))
         };
+        // Each step multiplies |q| by sqrt(1 + |h|^2) (damping only shrinks h), so after n frames it is at most
+        // 2^28 * e^(n |h|^2 / 2). With n |h|^2 <= 8, |q| < 2^34, the step products stay below 2^61 and the squares
+        // of the norm below 2^62. Faster spins over longer gaps (beyond about 40 rad/s over a second) are
+        // predicted unchanged rather than overflow.
+        let h = half_angle(&w);
+        let h_sq: i64 = h.iter().map(|x| x * x).sum();
+        if i64::from(frames) * h_sq > 8 << (2 * QFRAC) {
+            return r;
+        }
         if self.angular_keep == ONE {
             // Undamped: the step is the same every frame, so it is computed once.
-            let h = half_angle(&w);
             for _ in 0..frames {
                 q = rotate_step(q, &h);
             }
@@ -133,6 +136,7 @@ impl Predictor {
         if norm == 0 {
             return r;
         }
+        // The first component of the largest magnitude.
         let mut largest = 0;
         for i in 1..4 {
             if q[i].abs() > q[largest].abs() {
@@ -143,18 +147,19 @@ impl Predictor {
         // Component = q / norm * scale, rounded: one division for the factor (scale * 2^48 / norm), then products
         // below 2^57.
         let factor = div_floor_positive(self.q_to_component << 32, norm);
-        let mut components = [0i32; 3];
-        let mut k = 0;
-        for (i, c) in q.iter().enumerate() {
-            if i != largest {
-                let v = (c * sign * factor + (1 << 47)) >> 48;
-                components[k] = v.clamp(i64::from(-max), i64::from(max)) as i32;
-                k += 1;
-            }
-        }
+        let [x, y, z, s] = q;
+        let rest = match largest {
+            0 => [y, z, s],
+            1 => [x, z, s],
+            2 => [x, y, s],
+            _ => [x, y, z],
+        };
         QuantizedRotation {
             largest: largest as u8,
-            components,
+            components: rest.map(|c| {
+                ((c * sign * factor + (1 << 47)) >> 48).clamp(i64::from(-max), i64::from(max))
+                    as i32
+            }),
         }
     }
 
@@ -444,6 +449,135 @@ mod tests {
         }
         for x in [(1u64 << 62) - 1, 1 << 62, (1 << 62) + 1, u64::MAX] {
             assert_eq!(isqrt(x), x.isqrt());
+        }
+    }
+
+    /// The rotation predictor written plainly: integer division and square root, a per-frame step recomputed
+    /// every frame, components placed by index. The optimized one must give exactly the same result.
+    fn plain_rotation(
+        p: &Predictor,
+        r: QuantizedRotation,
+        mut w: [i64; 3],
+        frames: u16,
+    ) -> QuantizedRotation {
+        if w == [0; 3] || frames > MAX_ROTATION_FRAMES {
+            return r;
+        }
+        let one = 1i64 << QFRAC;
+        let max = p.rotation_max;
+        let small = r
+            .components
+            .map(|c| i64::from(c.clamp(-max, max)) * p.component_to_q);
+        let sum: i64 = small.iter().map(|c| c * c).sum();
+        let l = ((one * one - sum).max(0) as u64).isqrt() as i64;
+        let mut q = [0i64; 4];
+        let mut k = 0;
+        for (i, slot) in q.iter_mut().enumerate() {
+            *slot = if i == usize::from(r.largest & 3) {
+                l
+            } else {
+                k += 1;
+                small[k - 1]
+            };
+        }
+        let h: [i64; 3] = [0, 1, 2]
+            .map(|i| ((w[i] * p.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT));
+        if i64::from(frames) * h.iter().map(|x| x * x).sum::<i64>() > 8 << (2 * QFRAC) {
+            return r;
+        }
+        for _ in 0..frames {
+            if p.angular_keep != ONE {
+                w = w.map(|x| (x * p.angular_keep) >> FRAC);
+            }
+            let h = [0, 1, 2]
+                .map(|i| ((w[i] * p.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT));
+            let [x, y, z, s] = q;
+            q = [
+                x + ((h[0] * s + h[1] * z - h[2] * y) >> QFRAC),
+                y + ((h[1] * s + h[2] * x - h[0] * z) >> QFRAC),
+                z + ((h[2] * s + h[0] * y - h[1] * x) >> QFRAC),
+                s - ((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
+            ];
+        }
+        let sq: u64 = q.iter().map(|c| ((c >> 3) * (c >> 3)) as u64).sum();
+        let norm = (sq.isqrt() as i64) << 3;
+        if norm == 0 {
+            return r;
+        }
+        let mut largest = 0;
+        for i in 1..4 {
+            if q[i].abs() > q[largest].abs() {
+                largest = i;
+            }
+        }
+        let sign = if q[largest] < 0 { -1 } else { 1 };
+        let factor = (p.q_to_component << 32) / norm;
+        let mut components = [0i32; 3];
+        let mut k = 0;
+        for (i, c) in q.iter().enumerate() {
+            if i != largest {
+                let v = (c * sign * factor + (1 << 47)) >> 48;
+                components[k] = v.clamp(i64::from(-max), i64::from(max)) as i32;
+                k += 1;
+            }
+        }
+        QuantizedRotation {
+            largest: largest as u8,
+            components,
+        }
+    }
+
+    #[test]
+    fn rotation_prediction_matches_the_plain_version() {
+        let quant = QuantConfig::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(17);
+        let predictors = [
+            Predictor::default(),
+            Predictor::new(&quant, 60, -9.81, 0.0, 0.5),
+            Predictor::new(&QuantConfig::default(), 30, -9.81, 0.1, 2.0),
+        ];
+        let max = quant.rotation.max_component();
+        for _ in 0..100_000 {
+            let r = QuantizedRotation {
+                largest: rng.random_range(0..4),
+                components: [0; 3].map(|_| rng.random_range(-max - 2..=max + 2)),
+            };
+            let scale = 1 << rng.random_range(0..14);
+            let w = [0; 3].map(|_| i64::from(rng.random_range(-scale..=scale)) << FRAC);
+            let frames = rng.random_range(0..=70);
+            for p in &predictors {
+                assert_eq!(
+                    p.predict_rotation(r, w, frames),
+                    plain_rotation(p, r, w, frames),
+                    "{r:?} {w:?} {frames}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn extreme_spin_over_a_long_gap_does_not_overflow() {
+        // 32 rad/s about every axis (the quantizer's limit) for 64 frames would grow the unnormalized quaternion
+        // past 64-bit products; such a prediction keeps the rotation instead.
+        let quant = QuantConfig::default();
+        let base = BodyState::quantize(
+            &quant,
+            [0.0; 3],
+            [0.3, 0.1, -0.2, 0.9],
+            [0.0; 3],
+            [32.0, -32.0, 32.0],
+            false,
+        );
+        for pred in [
+            Predictor::default(),
+            Predictor::new(&quant, 60, -9.81, 0.0, 0.1),
+        ] {
+            for frames in [1u16, 10, 30, 64] {
+                let out = pred.predict(&quant, &base, frames);
+                let max = quant.rotation.max_component();
+                assert!(out.rotation.components.iter().all(|c| c.abs() <= max));
+            }
+            assert_eq!(pred.predict(&quant, &base, 64).rotation, base.rotation);
         }
     }
 
