@@ -6,10 +6,12 @@ use crate::error::CodecError;
 use crate::quant::bits_for;
 use crate::stream::{Ctx, Stream, check_range};
 
-/// Writes values as fixed-width bit fields, most significant bit first. Fields gather in a 64-bit accumulator and
-/// go to the bitstream-io writer a 32-bit word at a time, which keeps the per-field cost to a few instructions.
+/// Writes values as fixed-width bit fields, most significant bit first. Fields gather in a 64-bit accumulator that
+/// goes to the bitstream-io writer a whole 64-bit word at a time, which keeps the per-field cost to a shift and
+/// an or.
 pub struct BitWriteStream {
     writer: BitWriter<Vec<u8>, BigEndian>,
+    /// Pending bits, right-aligned; always fewer than 64.
     acc: u64,
     acc_bits: u32,
     bits: u64,
@@ -44,37 +46,58 @@ impl BitWriteStream {
     }
 
     /// Bits written so far.
+    #[inline]
     pub fn bits_written(&self) -> u64 {
         self.bits
     }
 
     /// Pads to a whole byte with zero bits and returns the bytes.
     pub fn finish(mut self) -> Vec<u8> {
-        // Writing into a Vec cannot fail, and the accumulator holds fewer than 32 bits.
-        if self.acc_bits > 0 {
-            let _ = self.writer.write_var::<u32>(self.acc_bits, self.acc as u32);
+        // Writing into a Vec cannot fail. The accumulator holds fewer than 64 bits: whole bytes first, then the
+        // rest padded.
+        let whole = self.acc_bits / 8 * 8;
+        if whole > 0 {
+            let _ = self
+                .writer
+                .write_var::<u64>(whole, self.acc >> (self.acc_bits - whole));
+        }
+        let rest = self.acc_bits - whole;
+        if rest > 0 {
+            let _ = self
+                .writer
+                .write_var::<u64>(rest, self.acc & ((1u64 << rest) - 1));
         }
         let _ = self.writer.byte_align();
         self.writer.into_writer()
     }
 
-    #[inline]
+    /// Appends the low `bits` bits of `value` (`bits <= 32`, `value < 2^bits`).
+    #[inline(always)]
     fn put(&mut self, value: u32, bits: u32) -> Result<(), CodecError> {
-        if bits == 0 {
-            return Ok(());
-        }
-        self.acc = (self.acc << bits) | u64::from(value);
-        self.acc_bits += bits;
+        debug_assert!(bits <= 32 && (bits == 32 || value >> bits == 0));
         self.bits += u64::from(bits);
-        if self.acc_bits >= 32 {
-            self.acc_bits -= 32;
-            let word = (self.acc >> self.acc_bits) as u32;
-            self.acc &= (1u64 << self.acc_bits) - 1;
-            self.writer
-                .write::<32, u32>(word)
-                .map_err(|_| CodecError::Overflow)?;
+        let free = 64 - self.acc_bits;
+        if bits < free {
+            // acc_bits < 64 and bits < free, so neither shift reaches 64.
+            self.acc = (self.acc << bits) | u64::from(value);
+            self.acc_bits += bits;
+            Ok(())
+        } else {
+            self.flush_word(value, bits, free)
         }
-        Ok(())
+    }
+
+    /// Completes a 64-bit word with the top `free` of `value`'s `bits` bits and hands it to the writer.
+    #[inline(never)]
+    fn flush_word(&mut self, value: u32, bits: u32, free: u32) -> Result<(), CodecError> {
+        // Here 1 <= free <= bits <= 32, so acc_bits >= 32 and every shift is below 64.
+        let rest = bits - free;
+        let word = (self.acc << free) | (u64::from(value) >> rest);
+        self.acc = u64::from(value) & ((1u64 << rest) - 1);
+        self.acc_bits = rest;
+        self.writer
+            .write::<64, u64>(word)
+            .map_err(|_| CodecError::Overflow)
     }
 }
 
@@ -128,6 +151,7 @@ impl<'a> BitReadStream<'a> {
         self.source_bits + u64::from(self.acc_bits)
     }
 
+    #[inline(never)]
     fn refill(&mut self) -> Result<(), CodecError> {
         while self.acc_bits <= 32 && self.source_bits > 0 {
             let take = self.source_bits.min(32) as u32;
@@ -144,7 +168,7 @@ impl<'a> BitReadStream<'a> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn get(&mut self, bits: u32) -> Result<u32, CodecError> {
         if bits == 0 {
             return Ok(0);

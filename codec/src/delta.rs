@@ -9,6 +9,7 @@
 //! engine. The generic code owns the choice of path and the tags; the state type owns its fields.
 
 use crate::error::CodecError;
+use crate::quant::bits_for;
 use crate::stream::{Ctx, MeasureStream, Stream};
 
 const UNCHANGED: Ctx = Ctx::new(0, "unchanged flag");
@@ -40,6 +41,28 @@ pub trait DeltaState: Copy + PartialEq + Default {
         config: &Self::Config,
         value: &mut Self,
     ) -> Result<(), CodecError>;
+
+    /// Bits [`DeltaState::serialize_residual`] writes with the bit-packing back end, or `None` when writing it
+    /// fails. The encoder's choice of path asks this for every candidate of every entry, so a type on a hot path
+    /// overrides it with arithmetic on bit lengths; the default runs the measuring stream. An override must give
+    /// exactly what the measuring stream counts.
+    #[inline]
+    fn residual_bits(config: &Self::Config, value: &Self, reference: &Self) -> Option<u64> {
+        let mut m = MeasureStream::new();
+        let mut v = *value;
+        Self::serialize_residual(&mut m, config, &mut v, reference).ok()?;
+        Some(m.bits_counted())
+    }
+
+    /// Bits [`DeltaState::serialize_absolute`] writes with the bit-packing back end, or `None` when writing it
+    /// fails; overriding it follows the rules of [`DeltaState::residual_bits`].
+    #[inline]
+    fn absolute_bits(config: &Self::Config, value: &Self) -> Option<u64> {
+        let mut m = MeasureStream::new();
+        let mut v = *value;
+        Self::serialize_absolute(&mut m, config, &mut v).ok()?;
+        Some(m.bits_counted())
+    }
 }
 
 /// Which path an entry was coded with.
@@ -77,47 +100,63 @@ pub struct DeltaPlan {
     pub bits: u64,
 }
 
-#[inline]
-fn measure<T: DeltaState>(
-    config: &T::Config,
-    value: &T,
-    baseline: Option<&T>,
-    prediction: Option<&T>,
-    path: DeltaPath,
-) -> Option<u64> {
-    let mut m = MeasureStream::new();
-    let mut v = *value;
-    let mut p = path;
-    serialize_entry(&mut m, config, &mut v, &mut p, baseline, prediction).ok()?;
-    Some(m.bits_counted())
-}
-
 /// Chooses the cheapest path for `value` given its baseline and the prediction from it (see
-/// [`DeltaState::predict`]; pass the same prediction to [`serialize_entry`]).
+/// [`DeltaState::predict`]; pass the same prediction to [`serialize_entry`]). The sizes come from
+/// [`DeltaState::residual_bits`] and [`DeltaState::absolute_bits`] plus the entry's tags, so nothing is
+/// serialized; ties go to the earlier path of [`DeltaPath::ALL`].
+#[inline]
 pub fn plan<T: DeltaState>(
     config: &T::Config,
     value: &T,
     baseline: Option<&T>,
     prediction: Option<&T>,
 ) -> Result<DeltaPlan, CodecError> {
-    let candidates: &[DeltaPath] = match baseline {
-        None => &[DeltaPath::Absolute],
-        Some(b) if b == value => &[DeltaPath::Unchanged],
-        Some(_) if prediction == Some(value) => &[DeltaPath::Predicted],
-        Some(_) => &[
-            DeltaPath::PredictionError,
-            DeltaPath::Delta,
-            DeltaPath::Absolute,
-        ],
+    const NO_PATH: CodecError = CodecError::Invalid { field: "state" };
+    let Some(base) = baseline else {
+        let bits = T::absolute_bits(config, value).ok_or(NO_PATH)?;
+        return Ok(DeltaPlan {
+            path: DeltaPath::Absolute,
+            bits,
+        });
     };
-    candidates
-        .iter()
-        .filter(|&&p| p != DeltaPath::PredictionError || prediction.is_some())
-        .filter_map(|&path| {
-            measure(config, value, baseline, prediction, path).map(|bits| DeltaPlan { path, bits })
-        })
-        .min_by_key(|p| p.bits)
-        .ok_or(CodecError::Invalid { field: "state" })
+    if base == value {
+        return Ok(DeltaPlan {
+            path: DeltaPath::Unchanged,
+            bits: 1,
+        });
+    }
+    if prediction == Some(value) {
+        return Ok(DeltaPlan {
+            path: DeltaPath::Predicted,
+            bits: 2,
+        });
+    }
+    // The unchanged flag, the perfect-prediction flag when there is a prediction, and the path tag (0..=2, or
+    // 0..=1 without a prediction).
+    let tags = match prediction {
+        Some(_) => 1 + 1 + u64::from(bits_for(2)),
+        None => 1 + u64::from(bits_for(1)),
+    };
+    let mut best: Option<DeltaPlan> = None;
+    let mut consider = |path: DeltaPath, bits: Option<u64>| {
+        if let Some(bits) = bits
+            && best.is_none_or(|b| bits + tags < b.bits)
+        {
+            best = Some(DeltaPlan {
+                path,
+                bits: bits + tags,
+            });
+        }
+    };
+    if let Some(p) = prediction {
+        consider(
+            DeltaPath::PredictionError,
+            T::residual_bits(config, value, p),
+        );
+    }
+    consider(DeltaPath::Delta, T::residual_bits(config, value, base));
+    consider(DeltaPath::Absolute, T::absolute_bits(config, value));
+    best.ok_or(NO_PATH)
 }
 
 /// Serializes one entry along `path` (written when writing, filled in when reading). `baseline` is the state the

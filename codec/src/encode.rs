@@ -10,7 +10,7 @@
 use crate::delta::DeltaState;
 use crate::error::CodecError;
 use crate::predict::Predictor;
-use crate::quant::{QuantConfig, QuantizedRotation, Vec3Quantizer};
+use crate::quant::{QuantConfig, QuantizedRotation, Vec3Quantizer, bits_for};
 use crate::state::{AvatarState, BodyState, HandState, HeldObject, ObjectState, QuantizedPose};
 use crate::stream::{Ctx, Stream};
 
@@ -145,6 +145,35 @@ pub fn vec_absolute<S: Stream>(
     Ok(())
 }
 
+/// Bits [`vec_residual`] writes for `value` against `reference` with the bit-packing back end, or `None` when the
+/// difference is beyond the largest bucket: the arithmetic behind [`DeltaState::residual_bits`] overrides.
+#[inline]
+pub fn vec_residual_bits(buckets: Buckets, value: &[i32; 3], reference: &[i32; 3]) -> Option<u64> {
+    let mut largest = 0i64;
+    for i in 0..3 {
+        largest = largest.max((i64::from(value[i]) - i64::from(reference[i])).abs());
+    }
+    // The tag is an int in 0..=3: two bits.
+    if largest == 0 {
+        return Some(2);
+    }
+    let bound = *buckets.0.iter().find(|&&b| largest <= i64::from(b))?;
+    Some(2 + 3 * u64::from(bits_for((2 * i64::from(bound)) as u32)))
+}
+
+/// Bits [`vec_absolute`] writes for `value` with the bit-packing back end, or `None` when it is outside `q`.
+#[inline]
+pub fn vec_absolute_bits(q: &Vec3Quantizer, value: &[i32; 3]) -> Option<u64> {
+    let mut bits = 0;
+    for (axis, v) in q.axes.iter().zip(value) {
+        if !(axis.min_index..=axis.max_index).contains(v) {
+            return None;
+        }
+        bits += u64::from(axis.bits());
+    }
+    Some(bits)
+}
+
 #[inline]
 fn check_bounds(q: &Vec3Quantizer, v: &[i32; 3], ctx: Ctx) -> Result<(), CodecError> {
     if q.contains(*v) {
@@ -234,6 +263,69 @@ fn body_residual<S: Stream>(
     Ok(())
 }
 
+/// Bits [`rotation_absolute`] writes, or `None` when a field is out of range.
+#[inline]
+fn rotation_absolute_bits(quant: &QuantConfig, r: &QuantizedRotation) -> Option<u64> {
+    let max = quant.rotation.max_component();
+    if r.largest > 3 || r.components.iter().any(|c| !(-max..=max).contains(c)) {
+        return None;
+    }
+    Some(2 + 3 * u64::from(bits_for((2 * max) as u32)))
+}
+
+/// Bits [`body_residual`] writes, or `None` when it fails: the same checks, in arithmetic.
+#[inline]
+fn body_residual_bits(quant: &QuantConfig, b: &BodyState, r: &BodyState) -> Option<u64> {
+    let mut bits = 1 + vec_residual_bits(POSITION_BUCKETS, &b.position, &r.position)?;
+    if !quant.position.contains(b.position) {
+        return None;
+    }
+    bits += 1;
+    if b.rotation.largest == r.rotation.largest {
+        bits += vec_residual_bits(
+            ROTATION_BUCKETS,
+            &b.rotation.components,
+            &r.rotation.components,
+        )?;
+        let max = quant.rotation.max_component();
+        if b.rotation
+            .components
+            .iter()
+            .any(|c| !(-max..=max).contains(c))
+        {
+            return None;
+        }
+    } else {
+        bits += rotation_absolute_bits(quant, &b.rotation)?;
+    }
+    if !b.at_rest {
+        bits += vec_residual_bits(LINEAR_BUCKETS, &b.linear_velocity, &r.linear_velocity)?;
+        bits += vec_residual_bits(ANGULAR_BUCKETS, &b.angular_velocity, &r.angular_velocity)?;
+        if !quant.linear_velocity.contains(b.linear_velocity)
+            || !quant.angular_velocity.contains(b.angular_velocity)
+        {
+            return None;
+        }
+    }
+    Some(bits)
+}
+
+/// Bits [`body_absolute`] writes, or `None` when it fails.
+#[inline]
+fn body_absolute_bits(quant: &QuantConfig, b: &BodyState) -> Option<u64> {
+    let mut bits = 1
+        + vec_absolute_bits(&quant.position, &b.position)?
+        + rotation_absolute_bits(quant, &b.rotation)?;
+    if !b.at_rest {
+        bits += vec_absolute_bits(&quant.linear_velocity, &b.linear_velocity)?;
+        bits += vec_absolute_bits(&quant.angular_velocity, &b.angular_velocity)?;
+    }
+    Some(bits)
+}
+
+/// Bits of the authority and the two sequences.
+const META_BITS: u64 = 8 + 16 + 16;
+
 #[inline]
 fn body_absolute<S: Stream>(
     s: &mut S,
@@ -314,6 +406,20 @@ impl DeltaState for ObjectState {
     ) -> Result<(), CodecError> {
         body_absolute(s, &config.quant, &mut value.body)?;
         meta(s, value)
+    }
+
+    #[inline]
+    fn residual_bits(config: &StateConfig, value: &Self, reference: &Self) -> Option<u64> {
+        let changed = value.authority != reference.authority
+            || value.authority_seq != reference.authority_seq
+            || value.ownership_seq != reference.ownership_seq;
+        let meta = 1 + if changed { META_BITS } else { 0 };
+        Some(body_residual_bits(&config.quant, &value.body, &reference.body)? + meta)
+    }
+
+    #[inline]
+    fn absolute_bits(config: &StateConfig, value: &Self) -> Option<u64> {
+        Some(body_absolute_bits(&config.quant, &value.body)? + META_BITS)
     }
 }
 
@@ -475,6 +581,64 @@ mod tests {
         Ok(true)
     }
 
+    /// The plan by brute force: every candidate path serialized through the measuring stream, the smallest taken
+    /// (the earliest on ties). [`plan`] must agree with it exactly, bits included.
+    fn measured_plan<T: DeltaState>(
+        config: &T::Config,
+        value: &T,
+        baseline: Option<&T>,
+        prediction: Option<&T>,
+    ) -> Option<crate::delta::DeltaPlan> {
+        let candidates: &[DeltaPath] = match baseline {
+            None => &[DeltaPath::Absolute],
+            Some(b) if b == value => &[DeltaPath::Unchanged],
+            Some(_) if prediction == Some(value) => &[DeltaPath::Predicted],
+            Some(_) => &[
+                DeltaPath::PredictionError,
+                DeltaPath::Delta,
+                DeltaPath::Absolute,
+            ],
+        };
+        candidates
+            .iter()
+            .filter(|&&p| p != DeltaPath::PredictionError || prediction.is_some())
+            .filter_map(|&path| {
+                let mut m = MeasureStream::new();
+                let (mut v, mut p) = (*value, path);
+                serialize_entry(&mut m, config, &mut v, &mut p, baseline, prediction).ok()?;
+                Some(crate::delta::DeltaPlan {
+                    path,
+                    bits: m.bits_counted(),
+                })
+            })
+            .min_by_key(|p| p.bits)
+    }
+
+    /// Checks the arithmetic sizes against the measuring stream for one value and reference.
+    fn sizes_agree<T: DeltaState + Debug>(
+        config: &T::Config,
+        value: &T,
+        reference: &T,
+    ) -> Result<(), TestCaseError> {
+        let measure_residual = {
+            let mut m = MeasureStream::new();
+            let mut v = *value;
+            T::serialize_residual(&mut m, config, &mut v, reference)
+                .ok()
+                .map(|_| m.bits_counted())
+        };
+        prop_assert_eq!(T::residual_bits(config, value, reference), measure_residual);
+        let measure_absolute = {
+            let mut m = MeasureStream::new();
+            let mut v = *value;
+            T::serialize_absolute(&mut m, config, &mut v)
+                .ok()
+                .map(|_| m.bits_counted())
+        };
+        prop_assert_eq!(T::absolute_bits(config, value), measure_absolute);
+        Ok(())
+    }
+
     fn rotation() -> impl Strategy<Value = QuantizedRotation> {
         prop::array::uniform4(-1.0f32..1.0)
             .prop_filter("non-degenerate", |q| {
@@ -630,6 +794,36 @@ mod tests {
             round_trip(&config, value, Some(&base), DeltaPath::PredictionError)?;
             let chosen = plan(&config, &value, Some(&base), Some(&prediction)).unwrap();
             prop_assert!(round_trip(&config, value, Some(&base), chosen.path)?);
+            for (v, b, p) in [
+                (value, Some(&base), Some(&prediction)),
+                (value, Some(&base), None),
+                (value, None, None),
+                (prediction, Some(&base), Some(&prediction)),
+                (base, Some(&base), Some(&prediction)),
+            ] {
+                prop_assert_eq!(plan(&config, &v, b, p).ok(), measured_plan(&config, &v, b, p));
+            }
+            sizes_agree(&config, &value, &base)?;
+            sizes_agree(&config, &value, &prediction)?;
+        }
+
+        #[test]
+        fn object_sizes_agree_out_of_range(
+            base in object(),
+            value in object(),
+            wild in prop::array::uniform3(-40000i32..40000),
+            largest in 0u8..6,
+        ) {
+            // States no quantizer makes: fields past their bounds must fail in both the arithmetic and the
+            // measured sizes.
+            let config = StateConfig::default();
+            let mut odd = value;
+            odd.body.position[0] = wild[0];
+            odd.body.rotation.components[1] = wild[1] / 64;
+            odd.body.rotation.largest = largest;
+            odd.body.angular_velocity[2] = wild[2];
+            sizes_agree(&config, &odd, &base)?;
+            sizes_agree(&config, &value, &base)?;
         }
 
         #[test]
@@ -644,6 +838,7 @@ mod tests {
             prop_assert!(round_trip(&config, value, Some(&base), DeltaPath::Absolute)?);
             round_trip(&config, value, Some(&base), DeltaPath::Delta)?;
             let chosen = plan(&config, &value, Some(&base), None).unwrap();
+            prop_assert_eq!(Some(chosen), measured_plan(&config, &value, Some(&base), None));
             prop_assert!(chosen.path != DeltaPath::PredictionError && chosen.path != DeltaPath::Predicted);
             prop_assert!(round_trip(&config, value, Some(&base), chosen.path)?);
         }

@@ -22,13 +22,20 @@ const SEQUENCE: Ctx = Ctx::new(62, "sequence");
 const ACK: Ctx = Ctx::new(62, "ack");
 const ACK_BITS: Ctx = Ctx::new(63, "ack bits");
 
-/// How a link codes its payload. Both back ends run the same serialize functions.
+/// How a link codes its payload. Both back ends run the same serialize functions, and a reader takes the back end
+/// from each packet's header, so the two ends of a link need not agree on it.
+///
+/// The default is [`Backend::Arith`]: link budgets are in bytes, and on the codec benchmark's moving cubes the
+/// range coder needs about 36 bits an object against about 60 for bit-packing, so a 1200-byte datagram carries
+/// about 1.7 times as many objects. It costs more time (a full datagram of 270 objects takes ~0.15 ms to encode or
+/// decode against ~0.03 ms for 160 bit-packed ones), which is still small next to a 16 ms frame; pick
+/// [`Backend::Bitpack`] where time matters more than bandwidth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
     /// Fixed-width bit fields: fastest.
-    #[default]
     Bitpack,
     /// Adaptive binary range coding with a model per field: smallest.
+    #[default]
     Arith,
 }
 

@@ -75,6 +75,15 @@ impl Sink {
     }
 }
 
+/// The most bytes an entry of `bitpack_bits` bit-packed bits can add to a range-coded stream. Every adaptive model
+/// keeps its probability within 15/4096 of certainty, so one coded decision costs at most 8.1 bits; a flag or a
+/// small integer (at most 16 values) takes one decision per bit-packed bit, and a wider integer of `b` bit-packed
+/// bits takes at most `bit_length(b) + 2` decisions and `b - 2` even-odds bits, under `10 * b` bits in all. The
+/// coder's registers hold up to one more byte than the information coded.
+fn arith_worst_case_bytes(bitpack_bits: u64) -> usize {
+    (10 * bitpack_bits).div_ceil(8) as usize + 2
+}
+
 /// Writes one datagram: the header at creation, then any number of sections, then [`PacketWriter::finish`].
 pub struct PacketWriter {
     link: LinkConfig,
@@ -216,14 +225,15 @@ impl PacketWriter {
                 prediction,
                 path: decision.path,
             };
+            let offset_bits = match offset {
+                None => 0,
+                Some(o) if o == previous_offset => 1,
+                Some(_) => 1 + u64::from(bits_for(u32::from(MAX_BASELINE_OFFSET) - 1)),
+            };
+            // The entry's exact size with bit-packing.
+            let total = 1 + id_bits + 1 + offset_bits + decision.bits;
             let fitted = match &mut self.sink {
                 Sink::Bit(s) => {
-                    let offset_bits = match offset {
-                        None => 0,
-                        Some(o) if o == previous_offset => 1,
-                        Some(_) => 1 + u64::from(bits_for(u32::from(MAX_BASELINE_OFFSET) - 1)),
-                    };
-                    let total = 1 + id_bits + 1 + offset_bits + decision.bits;
                     // One bit stays reserved for the final "no more entries" flag.
                     if s.bits_written() + total < budget_bits {
                         let before = s.bits_written();
@@ -233,6 +243,25 @@ impl PacketWriter {
                     } else {
                         false
                     }
+                }
+                Sink::Arith { header, stream }
+                    if header.len() + stream.finished_len() + arith_worst_case_bytes(total) + 2
+                        <= link.budget_bytes =>
+                {
+                    // Far from the budget the entry fits whatever it codes to: no tentative write, no undo log.
+                    let before = stream.finished_len();
+                    serialize_section_entry(
+                        stream.as_mut(),
+                        &link,
+                        config,
+                        &mut entry,
+                        previous_offset,
+                    )?;
+                    debug_assert!(
+                        stream.finished_len() - before <= arith_worst_case_bytes(total),
+                        "range-coded entry beyond its worst case"
+                    );
+                    true
                 }
                 Sink::Arith { header, stream } => {
                     let checkpoint = stream.checkpoint();
@@ -660,6 +689,69 @@ mod tests {
     }
 
     #[test]
+    fn range_coded_entries_stay_within_their_worst_case() {
+        // Models first trained hard on one kind of entry (zero residuals, one id), then surprised by random ones:
+        // the most a skewed model can cost. Every entry must stay within the bound the writer relies on.
+        let config = StateConfig::default();
+        let link = LinkConfig::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let world = World::new(4, 64);
+        let mut stream = ArithWriteStream::new();
+        for round in 0..4000 {
+            let surprise = round >= 2000 && round % 3 == 0;
+            let base = world.states[rng.random_range(0..64)];
+            let mut state = base;
+            if surprise {
+                let q = config.quant;
+                state.body.position = q.position.clamp(
+                    [0, 1, 2].map(|i| base.body.position[i] + rng.random_range(-9000..9000)),
+                );
+                state.body.linear_velocity = q
+                    .linear_velocity
+                    .clamp([0, 1, 2].map(|_| rng.random_range(-9000..9000)));
+                state.body.at_rest = rng.random_bool(0.2);
+                if state.body.at_rest {
+                    state.body.linear_velocity = [0; 3];
+                    state.body.angular_velocity = [0; 3];
+                }
+                state.authority = rng.random();
+            } else {
+                state.body.position[0] += 1;
+            }
+            let id = if surprise {
+                rng.random_range(0..1024)
+            } else {
+                5
+            };
+            let offset = if surprise {
+                rng.random_range(1..=MAX_BASELINE_OFFSET)
+            } else {
+                1
+            };
+            let prediction = ObjectState::predict(&config, &base, 6);
+            let decision = plan(&config, &state, Some(&base), prediction.as_ref()).unwrap();
+            let mut entry = Entry {
+                id,
+                state,
+                offset: Some(offset),
+                baseline: Some(base),
+                prediction,
+                path: decision.path,
+            };
+            let previous = 1;
+            let offset_bits = if offset == previous { 1 } else { 7 };
+            let total = 1 + 10 + 1 + offset_bits + decision.bits;
+            let before = stream.finished_len();
+            serialize_section_entry(&mut stream, &link, &config, &mut entry, previous).unwrap();
+            let grown = stream.finished_len() - before;
+            assert!(
+                grown <= arith_worst_case_bytes(total),
+                "round {round}: {grown} bytes for {total} bit-packed bits"
+            );
+        }
+    }
+
+    #[test]
     fn small_budget_is_respected() {
         let link = LinkConfig {
             budget_bytes: 64,
@@ -695,63 +787,68 @@ mod tests {
 
     #[test]
     fn missing_baseline_and_bad_headers_are_typed_errors() {
-        let link = LinkConfig::default();
-        let world = World::new(2, 10);
-        let order: Vec<u16> = (0..10).collect();
-        let mut tracker = AckTracker::new(link.max_objects);
-        let state_of = |id: u16| world.states.get(usize::from(id)).copied();
-        let first = encode_packet(
-            &link,
-            &world.config,
-            PacketHeader {
-                sequence: 1,
-                ..PacketHeader::default()
-            },
-            0,
-            &order,
-            state_of,
-            &mut tracker,
-        )
-        .unwrap();
-        tracker.process_acks(1, 0);
-        let second = encode_packet(
-            &link,
-            &world.config,
-            PacketHeader {
-                sequence: 2,
-                ..PacketHeader::default()
-            },
-            1,
-            &order,
-            state_of,
-            &mut tracker,
-        )
-        .unwrap();
-        assert!(second.bytes.len() < first.bytes.len() / 4);
-        let mut fresh = ReceiveHistory::new(link.max_objects);
-        assert!(matches!(
-            decode_packet::<ObjectState>(&link, &world.config, &second.bytes, &mut fresh),
-            Err(CodecError::MissingBaseline { sequence: 1, .. })
-        ));
-        assert_eq!(
-            decode_packet::<ObjectState>(&link, &world.config, &first.bytes[..5], &mut fresh),
-            Err(CodecError::Truncated)
-        );
-        let other = LinkConfig {
-            protocol_id: 1,
-            ..link
-        };
-        assert_eq!(
-            decode_packet::<ObjectState>(&other, &world.config, &first.bytes, &mut fresh),
-            Err(CodecError::Invalid {
-                field: "protocol id"
-            })
-        );
-        let cut = &first.bytes[..first.bytes.len() - 3];
-        assert_eq!(
-            decode_packet::<ObjectState>(&link, &world.config, cut, &mut fresh),
-            Err(CodecError::Truncated)
-        );
+        for backend in [Backend::Bitpack, Backend::Arith] {
+            let link = LinkConfig {
+                backend,
+                ..LinkConfig::default()
+            };
+            let world = World::new(2, 10);
+            let order: Vec<u16> = (0..10).collect();
+            let mut tracker = AckTracker::new(link.max_objects);
+            let state_of = |id: u16| world.states.get(usize::from(id)).copied();
+            let first = encode_packet(
+                &link,
+                &world.config,
+                PacketHeader {
+                    sequence: 1,
+                    ..PacketHeader::default()
+                },
+                0,
+                &order,
+                state_of,
+                &mut tracker,
+            )
+            .unwrap();
+            tracker.process_acks(1, 0);
+            let second = encode_packet(
+                &link,
+                &world.config,
+                PacketHeader {
+                    sequence: 2,
+                    ..PacketHeader::default()
+                },
+                1,
+                &order,
+                state_of,
+                &mut tracker,
+            )
+            .unwrap();
+            assert!(second.bytes.len() < first.bytes.len() / 4);
+            let mut fresh = ReceiveHistory::new(link.max_objects);
+            assert!(matches!(
+                decode_packet::<ObjectState>(&link, &world.config, &second.bytes, &mut fresh),
+                Err(CodecError::MissingBaseline { sequence: 1, .. })
+            ));
+            assert_eq!(
+                decode_packet::<ObjectState>(&link, &world.config, &first.bytes[..5], &mut fresh),
+                Err(CodecError::Truncated)
+            );
+            let other = LinkConfig {
+                protocol_id: 1,
+                ..link
+            };
+            assert_eq!(
+                decode_packet::<ObjectState>(&other, &world.config, &first.bytes, &mut fresh),
+                Err(CodecError::Invalid {
+                    field: "protocol id"
+                })
+            );
+            let cut = &first.bytes[..first.bytes.len() - 3];
+            assert_eq!(
+                decode_packet::<ObjectState>(&link, &world.config, cut, &mut fresh),
+                Err(CodecError::Truncated)
+            );
+        }
     }
 
     #[test]

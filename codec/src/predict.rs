@@ -84,53 +84,59 @@ impl Predictor {
     }
 
     /// Advances a rotation by angular velocity `w` (16.16 indices, damped each frame as the velocity is).
+    #[inline]
     fn predict_rotation(
         &self,
         r: QuantizedRotation,
         mut w: [i64; 3],
         frames: u16,
     ) -> QuantizedRotation {
-        if w == [0; 3] || frames > MAX_ROTATION_FRAMES {
+        // Compared field by field: an array comparison here compiles to a vector load that stalls on the
+        // stores just made.
+        if (w[0] | w[1] | w[2]) == 0 || frames > MAX_ROTATION_FRAMES {
             return r;
         }
-        let one = 1i64 << QFRAC;
         let max = self.rotation_max;
-        let small = r
+        let [a, b, c] = r
             .components
             .map(|c| i64::from(c.clamp(-max, max)) * self.component_to_q);
-        let sum: i64 = small.iter().map(|c| c * c).sum();
-        let largest = isqrt((one * one - sum).max(0) as u64) as i64;
-        let mut q = [0i64; 4];
-        let mut k = 0;
-        for (i, slot) in q.iter_mut().enumerate() {
-            *slot = if i == usize::from(r.largest & 3) {
-                largest
-            } else {
-                k += 1;
-                small[k - 1]
-            };
+        let l = isqrt(((1i64 << (2 * QFRAC)) - (a * a + b * b + c * c)).max(0) as u64) as i64;
+        let mut q = match r.largest & 3 {
+            0 => [l, a, b, c],
+            1 => [a, l, b, c],
+            2 => [a, b, l, c],
+            _ => [a, b, c, l],
+        };
+        let half_angle = |w: &[i64; 3]| {
+            [0, 1, 2]
+                .map(|i| ((w[i] * self.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT))
+        };
+        // Each step multiplies |q| by sqrt(1 + |h|^2) (damping only shrinks h), so after n frames it is at most
+        // 2^28 * e^(n |h|^2 / 2). With n |h|^2 <= 8, |q| < 2^34, the step products stay below 2^61 and the squares
+        // of the norm below 2^62. Faster spins over longer gaps (beyond about 40 rad/s over a second) are
+        // predicted unchanged rather than overflow.
+        let h = half_angle(&w);
+        let h_sq: i64 = h.iter().map(|x| x * x).sum();
+        if i64::from(frames) * h_sq > 8 << (2 * QFRAC) {
+            return r;
         }
-        // Bounds: |h| <= 2^26 (about 30 rad/s at 60 Hz; faster spins are clamped), and over 64 frames |q| stays
-        // below 2^31.3, so no product overflows.
-        for _ in 0..frames {
-            if self.angular_keep != ONE {
-                w = w.map(|x| (x * self.angular_keep) >> FRAC);
+        if self.angular_keep == ONE {
+            // Undamped: the step is the same every frame, so it is computed once.
+            for _ in 0..frames {
+                q = rotate_step(q, &h);
             }
-            let h = [0, 1, 2]
-                .map(|i| ((w[i] * self.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT));
-            let [x, y, z, s] = q;
-            q = [
-                x + ((h[0] * s + h[1] * z - h[2] * y) >> QFRAC),
-                y + ((h[1] * s + h[2] * x - h[0] * z) >> QFRAC),
-                z + ((h[2] * s + h[0] * y - h[1] * x) >> QFRAC),
-                s - ((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
-            ];
+        } else {
+            for _ in 0..frames {
+                w = w.map(|x| (x * self.angular_keep) >> FRAC);
+                q = rotate_step(q, &half_angle(&w));
+            }
         }
         // The norm at three fewer fractional bits, so the squares fit in 64 bits.
         let norm = (isqrt(q.iter().map(|c| ((c >> 3) * (c >> 3)) as u64).sum()) as i64) << 3;
         if norm == 0 {
             return r;
         }
+        // The first component of the largest magnitude.
         let mut largest = 0;
         for i in 1..4 {
             if q[i].abs() > q[largest].abs() {
@@ -140,19 +146,20 @@ impl Predictor {
         let sign = if q[largest] < 0 { -1 } else { 1 };
         // Component = q / norm * scale, rounded: one division for the factor (scale * 2^48 / norm), then products
         // below 2^57.
-        let factor = (self.q_to_component << 32) / norm;
-        let mut components = [0i32; 3];
-        let mut k = 0;
-        for (i, c) in q.iter().enumerate() {
-            if i != largest {
-                let v = (c * sign * factor + (1 << 47)) >> 48;
-                components[k] = v.clamp(i64::from(-max), i64::from(max)) as i32;
-                k += 1;
-            }
-        }
+        let factor = div_floor_positive(self.q_to_component << 32, norm);
+        let [x, y, z, s] = q;
+        let rest = match largest {
+            0 => [y, z, s],
+            1 => [x, z, s],
+            2 => [x, y, s],
+            _ => [x, y, z],
+        };
         QuantizedRotation {
             largest: largest as u8,
-            components,
+            components: rest.map(|c| {
+                ((c * sign * factor + (1 << 47)) >> 48).clamp(i64::from(-max), i64::from(max))
+                    as i32
+            }),
         }
     }
 
@@ -206,10 +213,53 @@ impl Predictor {
     }
 }
 
+/// One first-order step `q += ½·dt·ω⊗q` of a 4.28 quaternion by the half-angle step `h` (4.28).
+#[inline(always)]
+fn rotate_step(q: [i64; 4], h: &[i64; 3]) -> [i64; 4] {
+    let [x, y, z, s] = q;
+    [
+        x + ((h[0] * s + h[1] * z - h[2] * y) >> QFRAC),
+        y + ((h[1] * s + h[2] * x - h[0] * z) >> QFRAC),
+        z + ((h[2] * s + h[0] * y - h[1] * x) >> QFRAC),
+        s - ((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
+    ]
+}
+
+/// `a / b` for `a >= 0` and `b > 0`, rounded down: exactly the integer quotient. A floating-point estimate (a
+/// fraction of the latency of a 64-bit integer division) is corrected with integer arithmetic, so the result is
+/// exact and identical everywhere.
+#[inline]
+fn div_floor_positive(a: i64, b: i64) -> i64 {
+    debug_assert!(a >= 0 && b > 0);
+    let mut q = (a as f64 / b as f64) as i64;
+    // The estimate is within a few units of the quotient, so the remainder below cannot overflow.
+    let mut r = a - q * b;
+    while r < 0 {
+        q -= 1;
+        r += b;
+    }
+    while r >= b {
+        q += 1;
+        r -= b;
+    }
+    q
+}
+
 /// The integer square root (the floor of the exact root). A floating-point estimate is corrected with integer
-/// comparisons, so the result is exact and identical everywhere.
+/// comparisons, so the result is exact and identical everywhere. Below 2^62 the estimate is off by at most one,
+/// so a single comparison each way settles it; larger inputs take the general loops.
 #[inline]
 fn isqrt(x: u64) -> u64 {
+    if x < 1 << 62 {
+        // Signed conversions are single instructions; r <= 2^31, so neither square overflows.
+        let mut r = ((x as i64) as f64).sqrt() as i64 as u64;
+        if r * r > x {
+            r -= 1;
+        } else if (r + 1) * (r + 1) <= x {
+            r += 1;
+        }
+        return r;
+    }
     let mut r = (x as f64).sqrt() as u64;
     while r > 0 && r.checked_mul(r).is_none_or(|sq| sq > x) {
         r -= 1;
@@ -230,6 +280,8 @@ impl Default for Predictor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     #[test]
     fn free_fall_matches_the_float_integration() {
@@ -376,6 +428,156 @@ mod tests {
             let r = isqrt(x);
             assert!(u128::from(r) * u128::from(r) <= u128::from(x));
             assert!(u128::from(r + 1) * u128::from(r + 1) > u128::from(x), "{x}");
+        }
+    }
+
+    #[test]
+    fn floating_estimates_give_exact_integer_results() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for _ in 0..200_000 {
+            let a = rng.random_range(0..=i64::MAX >> 4);
+            let shift = rng.random_range(0..40);
+            let b = rng.random_range(1..=1i64 << shift);
+            assert_eq!(div_floor_positive(a, b), a / b, "{a} / {b}");
+            let r = rng.random_range(0..1u64 << 31);
+            for x in [r * r, (r * r).saturating_sub(1), r * r + r, r * r + 2 * r] {
+                assert_eq!(isqrt(x), x.isqrt(), "isqrt {x}");
+            }
+            let shift = rng.random_range(0..64);
+            let x = rng.random::<u64>() >> shift;
+            assert_eq!(isqrt(x), x.isqrt(), "isqrt {x}");
+        }
+        for x in [(1u64 << 62) - 1, 1 << 62, (1 << 62) + 1, u64::MAX] {
+            assert_eq!(isqrt(x), x.isqrt());
+        }
+    }
+
+    /// The rotation predictor written plainly: integer division and square root, a per-frame step recomputed
+    /// every frame, components placed by index. The optimized one must give exactly the same result.
+    fn plain_rotation(
+        p: &Predictor,
+        r: QuantizedRotation,
+        mut w: [i64; 3],
+        frames: u16,
+    ) -> QuantizedRotation {
+        if w == [0; 3] || frames > MAX_ROTATION_FRAMES {
+            return r;
+        }
+        let one = 1i64 << QFRAC;
+        let max = p.rotation_max;
+        let small = r
+            .components
+            .map(|c| i64::from(c.clamp(-max, max)) * p.component_to_q);
+        let sum: i64 = small.iter().map(|c| c * c).sum();
+        let l = ((one * one - sum).max(0) as u64).isqrt() as i64;
+        let mut q = [0i64; 4];
+        let mut k = 0;
+        for (i, slot) in q.iter_mut().enumerate() {
+            *slot = if i == usize::from(r.largest & 3) {
+                l
+            } else {
+                k += 1;
+                small[k - 1]
+            };
+        }
+        let h: [i64; 3] = [0, 1, 2]
+            .map(|i| ((w[i] * p.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT));
+        if i64::from(frames) * h.iter().map(|x| x * x).sum::<i64>() > 8 << (2 * QFRAC) {
+            return r;
+        }
+        for _ in 0..frames {
+            if p.angular_keep != ONE {
+                w = w.map(|x| (x * p.angular_keep) >> FRAC);
+            }
+            let h = [0, 1, 2]
+                .map(|i| ((w[i] * p.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT));
+            let [x, y, z, s] = q;
+            q = [
+                x + ((h[0] * s + h[1] * z - h[2] * y) >> QFRAC),
+                y + ((h[1] * s + h[2] * x - h[0] * z) >> QFRAC),
+                z + ((h[2] * s + h[0] * y - h[1] * x) >> QFRAC),
+                s - ((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
+            ];
+        }
+        let sq: u64 = q.iter().map(|c| ((c >> 3) * (c >> 3)) as u64).sum();
+        let norm = (sq.isqrt() as i64) << 3;
+        if norm == 0 {
+            return r;
+        }
+        let mut largest = 0;
+        for i in 1..4 {
+            if q[i].abs() > q[largest].abs() {
+                largest = i;
+            }
+        }
+        let sign = if q[largest] < 0 { -1 } else { 1 };
+        let factor = (p.q_to_component << 32) / norm;
+        let mut components = [0i32; 3];
+        let mut k = 0;
+        for (i, c) in q.iter().enumerate() {
+            if i != largest {
+                let v = (c * sign * factor + (1 << 47)) >> 48;
+                components[k] = v.clamp(i64::from(-max), i64::from(max)) as i32;
+                k += 1;
+            }
+        }
+        QuantizedRotation {
+            largest: largest as u8,
+            components,
+        }
+    }
+
+    #[test]
+    fn rotation_prediction_matches_the_plain_version() {
+        let quant = QuantConfig::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(17);
+        let predictors = [
+            Predictor::default(),
+            Predictor::new(&quant, 60, -9.81, 0.0, 0.5),
+            Predictor::new(&QuantConfig::default(), 30, -9.81, 0.1, 2.0),
+        ];
+        let max = quant.rotation.max_component();
+        for _ in 0..100_000 {
+            let r = QuantizedRotation {
+                largest: rng.random_range(0..4),
+                components: [0; 3].map(|_| rng.random_range(-max - 2..=max + 2)),
+            };
+            let scale = 1 << rng.random_range(0..14);
+            let w = [0; 3].map(|_| i64::from(rng.random_range(-scale..=scale)) << FRAC);
+            let frames = rng.random_range(0..=70);
+            for p in &predictors {
+                assert_eq!(
+                    p.predict_rotation(r, w, frames),
+                    plain_rotation(p, r, w, frames),
+                    "{r:?} {w:?} {frames}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn extreme_spin_over_a_long_gap_does_not_overflow() {
+        // 32 rad/s about every axis (the quantizer's limit) for 64 frames would grow the unnormalized quaternion
+        // past 64-bit products; such a prediction keeps the rotation instead.
+        let quant = QuantConfig::default();
+        let base = BodyState::quantize(
+            &quant,
+            [0.0; 3],
+            [0.3, 0.1, -0.2, 0.9],
+            [0.0; 3],
+            [32.0, -32.0, 32.0],
+            false,
+        );
+        for pred in [
+            Predictor::default(),
+            Predictor::new(&quant, 60, -9.81, 0.0, 0.1),
+        ] {
+            for frames in [1u16, 10, 30, 64] {
+                let out = pred.predict(&quant, &base, frames);
+                let max = quant.rotation.max_component();
+                assert!(out.rotation.components.iter().all(|c| c.abs() <= max));
+            }
+            assert_eq!(pred.predict(&quant, &base, 64).rotation, base.rotation);
         }
     }
 

@@ -138,7 +138,11 @@ impl Stream for MeasureStream {
     }
 
     #[inline]
-    fn bits(&mut self, _ctx: Ctx, _value: &mut u32, bits: u32) -> Result<(), CodecError> {
+    fn bits(&mut self, ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError> {
+        // The same check as the bit-packing writer: a value wider than its field cannot be written.
+        if bits > 32 || (bits < 32 && *value >> bits != 0) {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
         self.bits += u64::from(bits);
         Ok(())
     }
@@ -165,6 +169,10 @@ mod tests {
         let mut m = MeasureStream::new();
         assert_eq!(
             m.int(C, &mut 4, -4, 3),
+            Err(CodecError::Invalid { field: "test" })
+        );
+        assert_eq!(
+            m.bits(C, &mut 8, 3),
             Err(CodecError::Invalid { field: "test" })
         );
         assert!(matches!(
