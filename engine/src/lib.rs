@@ -10,5 +10,6 @@
 #![warn(missing_docs)]
 
 pub mod shooter;
+pub mod shooter_net;
 pub mod transport;
 pub mod world;
