@@ -55,6 +55,16 @@ pub fn siphash24(key: &[u8; 16], data: &[u8]) -> u64 {
     v[0] ^ v[1] ^ v[2] ^ v[3]
 }
 
+/// A 128-bit secret derived from a passphrase (command lines take passphrases; both ends derive the same key).
+pub fn secret_from_passphrase(passphrase: &str) -> [u8; 16] {
+    let a = siphash24(b"physync-secret-a", passphrase.as_bytes());
+    let b = siphash24(b"physync-secret-b", passphrase.as_bytes());
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&a.to_le_bytes());
+    key[8..].copy_from_slice(&b.to_le_bytes());
+    key
+}
+
 /// Longest player name a token may carry, bytes of UTF-8.
 pub const MAX_NAME_BYTES: usize = 16;
 
