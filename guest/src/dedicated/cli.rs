@@ -6,7 +6,7 @@ use clap::Args;
 
 /// Arguments of a headless shooter client (a bot).
 #[derive(Debug, Clone, Args)]
-pub struct ShooterClientArgs {
+pub struct DedicatedArgs {
     /// The match's address.
     #[arg(long, default_value = "127.0.0.1:40000")]
     pub server: SocketAddr,

@@ -10,7 +10,7 @@ use physync_engine::transport::{DriverConfig, DriverEvent, LaminarDriver, Transp
 use serde::Serialize;
 
 use super::bot::{Bot, BotConfig};
-use super::cli::ShooterClientArgs;
+use super::cli::DedicatedArgs;
 use super::client::{ClientConfig, ClientEvent, ClientPhase, ShooterClient};
 
 /// Longest the driver sleeps between pumps.
@@ -148,7 +148,7 @@ pub fn summary(client: &ShooterClient) -> ClientSummary {
 
 /// `physync-guest --mode dedicated`: a headless bot that joins a match with a token issued from the shared
 /// passphrase and plays until the results arrive (or `--seconds`).
-pub fn run(args: ShooterClientArgs) -> Result<ClientSummary, ClientDriverError> {
+pub fn run(args: DedicatedArgs) -> Result<ClientSummary, ClientDriverError> {
     let secret = secret_from_passphrase(&args.secret);
     let token = ConnectToken::issue(&secret, args.match_id, &args.name, args.token_valid_s);
     let config = ClientConfig::new(args.server, token);

@@ -13,7 +13,8 @@ pub mod client;
 pub mod driver;
 
 pub use bot::{Bot, BotConfig};
-pub use cli::ShooterClientArgs;
+pub use cli::DedicatedArgs;
 pub use client::{
     ClientConfig, ClientEvent, ClientPhase, ClientStats, PredictedShot, ShooterClient,
 };
+pub use driver::run;

@@ -12,4 +12,5 @@ mod tests;
 
 pub use cli::DedicatedArgs;
 pub use config::MatchConfig;
+pub use driver::run;
 pub use server::{DedicatedServer, HostileCounters, ServerError, ServerEvent, ServerStats};

@@ -282,6 +282,19 @@ impl DedicatedServer {
         self.clients.get(&slot).map(|c| c.input.fill())
     }
 
+    /// Bytes of the snapshot `slot` would get now with no baseline (what a fresh client receives): the full
+    /// state as the benchmark reports it.
+    pub fn full_snapshot_bytes(&self, slot: PlayerId) -> Option<usize> {
+        let c = self.clients.get(&slot)?;
+        let snapshot = c.sent.get(self.world.tick())?;
+        let cubes = self.config.cubes;
+        write_packet(PacketKind::Snapshot, snapshot.tick as u16, (0, 0), |s| {
+            write_snapshot(s, &cubes, snapshot, None)
+        })
+        .ok()
+        .map(|b| b.len())
+    }
+
     /// The next datagram to send.
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.outgoing.pop_front()
