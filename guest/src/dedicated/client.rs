@@ -788,3 +788,64 @@ impl ShooterClient {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use physync_engine::shooter_net::wire::read_packet;
+
+    fn client() -> ShooterClient {
+        let token = ConnectToken::issue(&[3; 16], 1, "me", 1000);
+        ShooterClient::new(
+            ClientConfig::new("10.0.0.1:40000".parse().unwrap(), token),
+            Duration::ZERO,
+        )
+    }
+
+    #[test]
+    fn connect_requests_repeat_until_an_answer_and_strangers_are_ignored() {
+        let mut c = client();
+        let mut sent = 0;
+        let mut now = Duration::ZERO;
+        while now < Duration::from_millis(1000) {
+            c.handle_timeout(now);
+            while let Some(t) = c.poll_transmit() {
+                let incoming = read_packet(&t.payload).unwrap();
+                assert!(matches!(
+                    Message::decode(incoming).unwrap(),
+                    Message::ConnectRequest(_)
+                ));
+                sent += 1;
+            }
+            now = c.poll_timeout().unwrap();
+        }
+        assert_eq!(sent, 10);
+        let stranger: SocketAddr = "10.6.6.6:1".parse().unwrap();
+        let accept = Message::Accept(Accept::default())
+            .encode(1, (0, 0))
+            .unwrap();
+        c.handle_datagram(now, stranger, &accept);
+        assert_eq!(c.phase(), ClientPhase::Connecting);
+        c.handle_datagram(now, c.config.server, &[0xff; 40]);
+        assert_eq!(c.stats().malformed, 2);
+        let reject = Message::Reject(RejectReason::Full)
+            .encode(2, (0, 0))
+            .unwrap();
+        c.handle_datagram(now, c.config.server, &reject);
+        assert_eq!(c.phase(), ClientPhase::Rejected(RejectReason::Full));
+        assert_eq!(
+            c.poll_event(),
+            Some(ClientEvent::Rejected(RejectReason::Full))
+        );
+        assert_eq!(c.poll_timeout(), None);
+    }
+
+    #[test]
+    fn a_silent_server_times_the_client_out() {
+        let mut c = client();
+        c.handle_timeout(Duration::ZERO);
+        c.handle_timeout(Duration::from_secs(4));
+        assert_eq!(c.phase(), ClientPhase::TimedOut);
+        assert!(c.events.contains(&ClientEvent::TimedOut));
+    }
+}

@@ -500,3 +500,39 @@ fn a_server_and_two_bots_play_a_match_over_real_udp_on_localhost() {
     }
     assert_eq!(server.server().hostile().malformed, 0);
 }
+
+#[test]
+fn the_client_steers_the_server_input_buffer_back_after_the_latency_changes() {
+    let link = LinkConfig::from_rtt(Duration::from_millis(60), Duration::ZERO, 0.0, 0.0);
+    let mut sim = Sim::new(quick_config(), link, 7);
+    sim.add_bots(2, 80);
+    sim.run_bots(Duration::from_secs(5));
+    let slot = sim.server.slot_of(sim.clients[0].addr).unwrap();
+    let before = sim.clients[0].client.stats();
+    // The client's uplink gets 100 ms slower: its inputs now reach the server about three ticks later.
+    let slower = LinkConfig::from_rtt(Duration::from_millis(260), Duration::ZERO, 0.0, 0.0);
+    sim.net
+        .set_link(sim.clients[0].addr, addr(SERVER), slower)
+        .unwrap();
+    sim.run_bots(Duration::from_secs(20));
+    let after = sim.clients[0].client.stats();
+    assert!(after.added_ticks > before.added_ticks, "{after:?}");
+    let fill = sim.server.input_fill(slot).unwrap();
+    assert!((1..=4).contains(&fill), "fill {fill}");
+    // Once steered back, prediction is exact again.
+    let settled = sim.clients[0].client.stats().prediction.mispredictions;
+    sim.run_bots(Duration::from_secs(10));
+    assert_eq!(
+        sim.clients[0].client.stats().prediction.mispredictions,
+        settled
+    );
+    // And back to the fast link: the client runs too far ahead and skips ticks to drain the buffer.
+    sim.net
+        .set_link(sim.clients[0].addr, addr(SERVER), link)
+        .unwrap();
+    sim.run_bots(Duration::from_secs(20));
+    let last = sim.clients[0].client.stats();
+    assert!(last.skipped_ticks > after.skipped_ticks, "{last:?}");
+    let fill = sim.server.input_fill(slot).unwrap();
+    assert!((1..=4).contains(&fill), "fill {fill}");
+}
