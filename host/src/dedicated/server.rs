@@ -501,7 +501,6 @@ impl DedicatedServer {
         let mut fresh = self.new_client(&old.name.clone(), from, now);
         fresh.score = old.score;
         fresh.hits = old.hits;
-        fresh.input_stats_counted = InputBufferStats::default();
         self.clients.insert(slot, fresh);
         self.by_addr.insert(from, slot);
         self.stats.reconnects += 1;

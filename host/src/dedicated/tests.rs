@@ -12,10 +12,13 @@ use physync_engine::shooter::{ArenaMap, InputCommand, PlayerId, PlayerInput, Vie
 use physync_engine::shooter_net::messages::ConnectRequest;
 use physync_engine::shooter_net::{ConnectToken, MatchPhase, Message};
 use physync_engine::transport::{Delivery, LinkConfig, MemoryNetwork, Transmit};
-use physync_guest::dedicated::{Bot, BotConfig, ClientConfig, ClientPhase, ShooterClient};
+use physync_guest::dedicated::{
+    Bot, BotConfig, ClientConfig, ClientPhase, MemoryClient, ShooterClient,
+};
 
 use super::config::MatchConfig;
-use super::server::DedicatedServer;
+use super::server::{DedicatedServer, HostileCounters, ServerStats};
+use super::sim::MemoryServer;
 
 const SERVER: &str = "10.0.0.1:40000";
 
@@ -28,9 +31,7 @@ fn client_addr(i: usize) -> SocketAddr {
 }
 
 struct SimClient {
-    addr: SocketAddr,
-    client: ShooterClient,
-    bot: Option<Bot>,
+    mc: MemoryClient,
     online: bool,
 }
 
@@ -38,7 +39,7 @@ struct SimClient {
 struct Sim {
     net: MemoryNetwork,
     now: Duration,
-    server: DedicatedServer,
+    server: MemoryServer,
     clients: Vec<SimClient>,
 }
 
@@ -47,8 +48,7 @@ type Controller<'a> = dyn FnMut(usize, &ShooterClient, Duration) -> Option<Playe
 impl Sim {
     fn new(config: MatchConfig, link: LinkConfig, seed: u64) -> Self {
         let mut net = MemoryNetwork::new(link, seed).unwrap();
-        net.add_endpoint(addr(SERVER)).unwrap();
-        let server = DedicatedServer::new(config, Duration::ZERO).unwrap();
+        let server = MemoryServer::new(&mut net, addr(SERVER), config, Duration::ZERO).unwrap();
         Self {
             net,
             now: Duration::ZERO,
@@ -57,22 +57,24 @@ impl Sim {
         }
     }
 
+    fn server(&self) -> &DedicatedServer {
+        self.server.server()
+    }
+
+    fn client(&self, i: usize) -> &ShooterClient {
+        self.clients[i].mc.client()
+    }
+
     fn token(&self, name: &str) -> ConnectToken {
-        let c = self.server.config();
+        let c = self.server().config();
         ConnectToken::issue(&c.secret, c.match_id, name, 100_000)
     }
 
     fn add_client(&mut self, name: &str, bot: Option<Bot>) -> usize {
         let i = self.clients.len();
-        let a = client_addr(i);
-        self.net.add_endpoint(a).unwrap();
         let config = ClientConfig::new(addr(SERVER), self.token(name));
-        self.clients.push(SimClient {
-            addr: a,
-            client: ShooterClient::new(config, self.now),
-            bot,
-            online: true,
-        });
+        let mc = MemoryClient::new(&mut self.net, client_addr(i), config, bot, self.now).unwrap();
+        self.clients.push(SimClient { mc, online: true });
         i
     }
 
@@ -103,15 +105,14 @@ impl Sim {
 
     fn run(&mut self, duration: Duration, controller: &mut Controller<'_>) {
         let end = self.now + duration;
-        let server_addr = addr(SERVER);
         let mut same_instant = 0u32;
         loop {
-            let mut next = self.server.poll_timeout();
+            let mut next = self.server.next_deadline();
             if let Some(t) = self.net.next_delivery() {
                 next = next.min(t);
             }
             for c in self.clients.iter().filter(|c| c.online) {
-                if let Some(t) = c.client.poll_timeout() {
+                if let Some(t) = c.mc.next_deadline() {
                     next = next.min(t);
                 }
             }
@@ -127,34 +128,14 @@ impl Sim {
             assert!(same_instant < 10_000, "no progress at {:?}", self.now);
             self.now = self.now.max(next);
             let now = self.now;
-            while let Some(d) = self.net.poll_receive(server_addr, now) {
-                self.server.handle_datagram(now, d.from, &d.payload);
-            }
-            self.server.handle_timeout(now);
-            while let Some(t) = self.server.poll_transmit() {
-                self.net.send(now, server_addr, t).unwrap();
-            }
+            self.server.pump(&mut self.net, now).unwrap();
             for (i, c) in self.clients.iter_mut().enumerate() {
-                while let Some(d) = self.net.poll_receive(c.addr, now) {
-                    if c.online {
-                        c.client.handle_datagram(now, d.from, &d.payload);
-                    }
-                }
-                if !c.online {
-                    continue;
-                }
-                if c.client.poll_timeout().is_some_and(|t| t <= now) {
-                    let input = match controller(i, &c.client, now) {
-                        Some(input) => Some(input),
-                        None => c.bot.as_mut().map(|b| b.input(&c.client, now)),
-                    };
-                    if let Some(input) = input {
-                        c.client.set_input(input);
-                    }
-                }
-                c.client.handle_timeout(now);
-                while let Some(t) = c.client.poll_transmit() {
-                    self.net.send(now, c.addr, t).unwrap();
+                if c.online {
+                    c.mc.pump(&mut self.net, now, |client, now| controller(i, client, now))
+                        .unwrap();
+                } else {
+                    // A client gone silent: whatever reaches it is lost.
+                    while self.net.poll_receive(c.mc.addr(), now).is_some() {}
                 }
             }
         }
@@ -180,20 +161,20 @@ fn bots_play_sixty_seconds_without_a_misprediction_on_a_clean_link() {
     let mut sim = Sim::new(quick_config(), link, 1);
     sim.add_bots(4, 10);
     sim.run_bots(Duration::from_secs(62));
-    assert_eq!(sim.server.phase(), MatchPhase::Live);
-    assert!(sim.server.stats().hits > 20, "{:?}", sim.server.stats());
+    assert_eq!(sim.server().phase(), MatchPhase::Live);
+    assert!(sim.server().stats().hits > 20, "{:?}", sim.server().stats());
     for c in &sim.clients {
-        let s = c.client.stats();
-        assert_eq!(c.client.phase(), ClientPhase::Playing);
+        let s = c.mc.client().stats();
+        assert_eq!(c.mc.client().phase(), ClientPhase::Playing);
         assert!(s.prediction.reconciled > 1700, "{s:?}");
         assert_eq!(s.prediction.mispredictions, 0, "{s:?}");
         assert_eq!(s.prediction.resyncs, 0, "{s:?}");
         assert_eq!(s.realignments, 1, "{s:?}");
         assert!(s.shots_predicted > 50, "{s:?}");
     }
-    let h = sim.server.hostile();
+    let h = sim.server().hostile();
     assert_eq!(h.far_behind_inputs, 0, "{h:?}");
-    assert!(sim.server.stats().delta_snapshots > 10 * sim.server.stats().full_snapshots);
+    assert!(sim.server().stats().delta_snapshots > 10 * sim.server().stats().full_snapshots);
 }
 
 /// The stated bound on the local player's correction at 200 ms RTT, 30 ms jitter and 5% loss: one and a half
@@ -214,13 +195,13 @@ fn corrections_stay_bounded_at_200ms_rtt_with_jitter_and_loss() {
     sim.add_bots(4, 20);
     sim.run_bots(Duration::from_secs(62));
     for c in &sim.clients {
-        let s = c.client.stats();
-        assert_eq!(c.client.phase(), ClientPhase::Playing);
+        let s = c.mc.client().stats();
+        assert_eq!(c.mc.client().phase(), ClientPhase::Playing);
         assert!(s.prediction.reconciled > 1500, "{s:?}");
         assert!(s.prediction.max_correction_m <= CORRECTION_BOUND_M, "{s:?}");
         assert!((0.17..0.3).contains(&s.rtt_s), "{s:?}");
     }
-    assert!(sim.server.stats().hits > 10);
+    assert!(sim.server().stats().hits > 10);
 }
 
 /// A floor, four walls, no cover and no cubes; slot 0 spawns 10 m south of slot 1, both looking north.
@@ -248,7 +229,7 @@ fn duel_config(max_rewind: Duration) -> MatchConfig {
 /// Client 0 at 150 ms RTT fires one shot at client 1, who strafes across its view, aiming at client 1 where
 /// client 0 sees it (interpolated 100 ms in the past). Returns the server's hit count and the hits client 0 saw
 /// confirmed.
-fn duel(max_rewind: Duration) -> (DedicatedServer, u64) {
+fn duel(max_rewind: Duration) -> (ServerStats, HostileCounters, u64) {
     let link = LinkConfig::from_rtt(Duration::from_millis(150), Duration::ZERO, 0.0, 0.0);
     let mut sim = Sim::new(duel_config(max_rewind), link, 3);
     sim.add_client("shooter", None);
@@ -283,26 +264,26 @@ fn duel(max_rewind: Duration) -> (DedicatedServer, u64) {
         })
     });
     assert!(fired);
-    assert_eq!(sim.server.world().stats().shots, 1);
-    let confirmed = sim.clients[0].client.stats().hits_confirmed;
-    (sim.server, confirmed)
+    assert_eq!(sim.server().world().stats().shots, 1);
+    let confirmed = sim.client(0).stats().hits_confirmed;
+    (sim.server().stats(), sim.server().hostile(), confirmed)
 }
 
 #[test]
 fn lag_compensation_registers_a_hit_on_what_a_150ms_client_saw() {
-    let (server, confirmed) = duel(Duration::from_secs(1));
-    assert_eq!(server.stats().hits, 1);
-    assert_eq!(server.stats().rewound_shots, 1);
+    let (stats, hostile, confirmed) = duel(Duration::from_secs(1));
+    assert_eq!(stats.hits, 1);
+    assert_eq!(stats.rewound_shots, 1);
     assert_eq!(confirmed, 1);
-    assert_eq!(server.hostile().view_outside_window, 0);
+    assert_eq!(hostile.view_outside_window, 0);
 }
 
 #[test]
 fn the_same_shot_outside_the_rewind_window_is_not_rewound_and_misses() {
-    let (server, confirmed) = duel(Duration::from_millis(100));
-    assert_eq!(server.stats().rewound_shots, 0);
-    assert_eq!(server.hostile().view_outside_window, 1);
-    assert_eq!(server.stats().hits, 0);
+    let (stats, hostile, confirmed) = duel(Duration::from_millis(100));
+    assert_eq!(stats.rewound_shots, 0);
+    assert_eq!(hostile.view_outside_window, 1);
+    assert_eq!(stats.hits, 0);
     assert_eq!(confirmed, 0);
 }
 
@@ -313,7 +294,7 @@ fn hostile_datagrams_are_counted_and_dropped_without_stalling_the_match() {
     let mut sim = Sim::new(quick_config(), link, 4);
     sim.add_bots(2, 40);
     sim.run_bots(Duration::from_secs(3));
-    let ticks_before = sim.server.stats().ticks;
+    let ticks_before = sim.server().stats().ticks;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
     let stranger = addr("10.9.9.9:1234");
     // Garbage and a forged token from a stranger.
@@ -333,20 +314,23 @@ fn hostile_datagrams_are_counted_and_dropped_without_stalling_the_match() {
     let input = Message::Input(vec![InputCommand::default()]);
     sim.send_raw(stranger, input.encode(2, (0, 0)).unwrap());
     sim.run_bots(Duration::from_millis(500));
-    let h = sim.server.hostile();
+    let h = sim.server().hostile();
     assert!(h.malformed >= 195, "{h:?}");
     assert_eq!(h.bad_token, 1, "{h:?}");
     assert_eq!(h.unknown_sender, 1, "{h:?}");
-    assert_eq!(sim.server.connected(), 2);
-    assert_eq!(sim.server.slot_of(stranger), None);
+    assert_eq!(sim.server().connected(), 2);
+    assert_eq!(sim.server().slot_of(stranger), None);
 
     // A client that holds a slot turns hostile: replays, far-future ticks, impossible axes, ancient views.
     let cheat = sim.add_client("cheat", None);
     sim.run_bots(Duration::from_secs(1));
-    let cheat_addr = sim.clients[cheat].addr;
+    let cheat_addr = sim.clients[cheat].mc.addr();
     sim.clients[cheat].online = false;
-    let slot = sim.server.slot_of(cheat_addr).expect("cheat holds a slot");
-    let tick = sim.server.world().tick();
+    let slot = sim
+        .server()
+        .slot_of(cheat_addr)
+        .expect("cheat holds a slot");
+    let tick = sim.server().world().tick();
     let command = |t: u32, view_lag: u32, move_x: i8| InputCommand {
         tick: t,
         view: ViewTime::at(t.saturating_sub(view_lag)),
@@ -367,27 +351,27 @@ fn hostile_datagrams_are_counted_and_dropped_without_stalling_the_match() {
     let too_many = Message::Input((0..8).map(|k| command(tick + 20 - k, 3, 0)).collect());
     sim.send_raw(cheat_addr, too_many.encode(1003, (0, 0)).unwrap());
     sim.run_bots(Duration::from_millis(600));
-    let h = sim.server.hostile();
+    let h = sim.server().hostile();
     assert_eq!(h.replayed, 1, "{h:?}");
     assert_eq!(h.far_ahead_inputs, 1, "{h:?}");
     assert!(h.clamped_inputs >= 1, "{h:?}");
     assert_eq!(h.over_batch, 2, "{h:?}");
     assert!(h.view_outside_window >= 1, "{h:?}");
     // The clamped player never moved faster than the rules allow.
-    let rules = sim.server.config().rules.clone();
-    let state = sim.server.world().player(slot).unwrap();
+    let rules = sim.server().config().rules.clone();
+    let state = sim.server().world().player(slot).unwrap();
     assert!(state.position().coords.norm() < 20.0);
     // The match went on at full rate throughout; the honest bots are still in it.
     let expected = (sim.now.as_secs_f64() * f64::from(rules.tick_rate_hz)) as u64;
     assert!(
-        sim.server.stats().ticks + 2 >= expected,
+        sim.server().stats().ticks + 2 >= expected,
         "{} vs {expected}",
-        sim.server.stats().ticks
+        sim.server().stats().ticks
     );
-    assert!(sim.server.stats().ticks >= ticks_before + 60);
+    assert!(sim.server().stats().ticks >= ticks_before + 60);
     for c in &sim.clients[..2] {
-        assert_eq!(c.client.phase(), ClientPhase::Playing);
-        assert_eq!(c.client.stats().prediction.resyncs, 0);
+        assert_eq!(c.mc.client().phase(), ClientPhase::Playing);
+        assert_eq!(c.mc.client().stats().prediction.resyncs, 0);
     }
 }
 
@@ -408,22 +392,22 @@ fn a_match_runs_its_lifecycle_and_every_client_gets_the_results() {
     let mut sim = Sim::new(config, link, 5);
     sim.add_bots(1, 50);
     sim.run_bots(Duration::from_secs(2));
-    assert_eq!(sim.server.phase(), MatchPhase::Waiting);
+    assert_eq!(sim.server().phase(), MatchPhase::Waiting);
     sim.add_bots(2, 60);
     sim.run_bots(Duration::from_secs(1));
-    assert_eq!(sim.server.phase(), MatchPhase::Countdown);
+    assert_eq!(sim.server().phase(), MatchPhase::Countdown);
     sim.run_bots(Duration::from_secs(3));
-    assert_eq!(sim.server.phase(), MatchPhase::Live);
+    assert_eq!(sim.server().phase(), MatchPhase::Live);
     sim.run_bots(Duration::from_secs(22));
-    assert!(sim.server.is_finished());
-    let results = sim.server.results().unwrap().clone();
+    assert!(sim.server().is_finished());
+    let results = sim.server().results().unwrap().clone();
     assert_eq!(results.scores.len(), 3);
     let kills: u16 = results.scores.iter().map(|(_, s)| s.kills).sum();
     assert!(kills > 0, "{results:?}");
     for c in &sim.clients {
-        assert_eq!(c.client.results(), Some(&results));
-        assert_eq!(c.client.roster().names.len(), 3);
-        assert_eq!(c.client.match_data().unwrap().map.name, "standard");
+        assert_eq!(c.mc.client().results(), Some(&results));
+        assert_eq!(c.mc.client().roster().names.len(), 3);
+        assert_eq!(c.mc.client().match_data().unwrap().map.name, "standard");
     }
 }
 
@@ -433,25 +417,25 @@ fn a_silent_client_times_out_and_reconnects_into_its_slot_within_the_grace() {
     let mut sim = Sim::new(quick_config(), link, 6);
     sim.add_bots(3, 70);
     sim.run_bots(Duration::from_secs(3));
-    let old_addr = sim.clients[1].addr;
-    let slot = sim.server.slot_of(old_addr).unwrap();
+    let old_addr = sim.clients[1].mc.addr();
+    let slot = sim.server().slot_of(old_addr).unwrap();
     sim.clients[1].online = false;
     sim.run_bots(Duration::from_secs(4));
-    assert_eq!(sim.server.slot_of(old_addr), None);
-    assert_eq!(sim.server.connected(), 2);
-    assert_eq!(sim.server.stats().timeouts, 1);
+    assert_eq!(sim.server().slot_of(old_addr), None);
+    assert_eq!(sim.server().connected(), 2);
+    assert_eq!(sim.server().stats().timeouts, 1);
     // The same player comes back from a new address with the same token name.
     let again = sim.add_client("bot1", Some(Bot::new(BotConfig::default(), 99)));
     sim.run_bots(Duration::from_secs(2));
-    let new_addr = sim.clients[again].addr;
-    assert_eq!(sim.server.slot_of(new_addr), Some(slot));
-    assert_eq!(sim.server.stats().reconnects, 1);
-    assert_eq!(sim.clients[again].client.phase(), ClientPhase::Playing);
-    assert_eq!(sim.clients[again].client.slot(), Some(slot));
+    let new_addr = sim.clients[again].mc.addr();
+    assert_eq!(sim.server().slot_of(new_addr), Some(slot));
+    assert_eq!(sim.server().stats().reconnects, 1);
+    assert_eq!(sim.client(again).phase(), ClientPhase::Playing);
+    assert_eq!(sim.client(again).slot(), Some(slot));
     // Silent again past the timeout and the grace: the kept slot frees up and the player leaves the world.
     sim.clients[again].online = false;
     sim.run_bots(Duration::from_secs(4 + 15));
-    assert_eq!(sim.server.world().player(slot), None);
+    assert_eq!(sim.server().world().player(slot), None);
 }
 
 #[test]
@@ -507,32 +491,29 @@ fn the_client_steers_the_server_input_buffer_back_after_the_latency_changes() {
     let mut sim = Sim::new(quick_config(), link, 7);
     sim.add_bots(2, 80);
     sim.run_bots(Duration::from_secs(5));
-    let slot = sim.server.slot_of(sim.clients[0].addr).unwrap();
-    let before = sim.clients[0].client.stats();
+    let slot = sim.server().slot_of(sim.clients[0].mc.addr()).unwrap();
+    let before = sim.client(0).stats();
     // The client's uplink gets 100 ms slower: its inputs now reach the server about three ticks later.
     let slower = LinkConfig::from_rtt(Duration::from_millis(260), Duration::ZERO, 0.0, 0.0);
     sim.net
-        .set_link(sim.clients[0].addr, addr(SERVER), slower)
+        .set_link(sim.clients[0].mc.addr(), addr(SERVER), slower)
         .unwrap();
     sim.run_bots(Duration::from_secs(20));
-    let after = sim.clients[0].client.stats();
+    let after = sim.client(0).stats();
     assert!(after.added_ticks > before.added_ticks, "{after:?}");
-    let fill = sim.server.input_fill(slot).unwrap();
+    let fill = sim.server().input_fill(slot).unwrap();
     assert!((1..=4).contains(&fill), "fill {fill}");
     // Once steered back, prediction is exact again.
-    let settled = sim.clients[0].client.stats().prediction.mispredictions;
+    let settled = sim.client(0).stats().prediction.mispredictions;
     sim.run_bots(Duration::from_secs(10));
-    assert_eq!(
-        sim.clients[0].client.stats().prediction.mispredictions,
-        settled
-    );
+    assert_eq!(sim.client(0).stats().prediction.mispredictions, settled);
     // And back to the fast link: the client runs too far ahead and skips ticks to drain the buffer.
     sim.net
-        .set_link(sim.clients[0].addr, addr(SERVER), link)
+        .set_link(sim.clients[0].mc.addr(), addr(SERVER), link)
         .unwrap();
     sim.run_bots(Duration::from_secs(20));
-    let last = sim.clients[0].client.stats();
+    let last = sim.client(0).stats();
     assert!(last.skipped_ticks > after.skipped_ticks, "{last:?}");
-    let fill = sim.server.input_fill(slot).unwrap();
+    let fill = sim.server().input_fill(slot).unwrap();
     assert!((1..=4).contains(&fill), "fill {fill}");
 }
