@@ -17,8 +17,9 @@ use crate::shooter::{PlayerId, Tick};
 
 /// Most player slots the wire can name (a match holds at most this many).
 pub const MAX_SLOTS: usize = 16;
-/// Most cubes a snapshot carries.
-pub const MAX_CUBES: usize = 64;
+/// Most cubes a snapshot carries: with every slot filled and every cube moving, a full snapshot still fits the
+/// 1200-byte datagram (checked by a test).
+pub const MAX_CUBES: usize = 32;
 /// Oldest baseline a snapshot may name, in ticks (the receiver keeps this many snapshots).
 pub const MAX_BASELINE_AGE: u32 = 63;
 
@@ -492,6 +493,65 @@ mod tests {
         let (same, decoded) = round_trip(&base.clone(), None);
         assert_eq!(decoded, base);
         assert!(same >= delta);
+    }
+
+    #[test]
+    fn the_largest_full_snapshot_fits_one_datagram() {
+        use crate::shooter_net::wire::{PacketKind, write_packet};
+        use physync_codec::BodyState;
+        let config = StateConfig::default();
+        let mut snap = sample(1_000_000, 0);
+        let extreme = PlayerState {
+            motion: MotionState {
+                position: [XZ_RANGE.0, Y_RANGE.1, XZ_RANGE.1],
+                vertical_velocity: -VVEL_RANGE,
+                yaw: u16::MAX,
+                pitch: i16::MIN,
+                grounded: true,
+            },
+            weapon: WeaponState {
+                ammo: u16::MAX,
+                cooldown: u16::MAX,
+                reload_remaining: u16::MAX,
+            },
+            vitals: Vitals {
+                health: u16::MAX,
+                respawn_in: u16::MAX,
+            },
+        };
+        let score = ScoreLine {
+            kills: u16::MAX,
+            deaths: u16::MAX,
+        };
+        snap.local = LocalPlayerSnap {
+            state: extreme,
+            score,
+            hits: u16::MAX,
+        };
+        snap.local_slot = PlayerId(0);
+        for r in snap.remotes.iter_mut().skip(1) {
+            *r = Some(RemotePlayerSnap::of(&extreme, score));
+        }
+        let q = config.quant;
+        let cube = ObjectState {
+            body: BodyState::quantize(
+                &q,
+                [63.0, 55.0, -63.0],
+                [0.5, 0.5, 0.5, 0.5],
+                [-31.0, 31.0, 31.0],
+                [31.0, -31.0, 31.0],
+                false,
+            ),
+            authority: 255,
+            authority_seq: u16::MAX,
+            ownership_seq: u16::MAX,
+        };
+        snap.cubes = vec![cube; MAX_CUBES];
+        let bytes = write_packet(PacketKind::Snapshot, 1, (0, 0), |s| {
+            write_snapshot(s, &config, &snap, None)
+        })
+        .unwrap();
+        assert!(bytes.len() <= 1200, "{} bytes", bytes.len());
     }
 
     #[test]
