@@ -12,7 +12,8 @@ use super::config::MatchConfig;
 /// Arguments of the dedicated server: how many matches, where, and their rules.
 #[derive(Debug, Clone, Args)]
 pub struct DedicatedArgs {
-    /// Address of the first match; match `i` listens on the same IP at port + i.
+    /// Address of the first match; match `i` listens on the same IP at port + i (every match on a port the
+    /// system picks when the port is 0).
     #[arg(long, default_value = "0.0.0.0:40000")]
     pub bind: SocketAddr,
     /// Matches to run, one thread each.
@@ -70,10 +71,69 @@ impl DedicatedArgs {
         }
     }
 
-    /// Where match `index` listens.
+    /// Where match `index` listens (port 0 lets the system pick a port for every match).
     pub fn match_addr(&self, index: u32) -> SocketAddr {
         let mut addr = self.bind;
-        addr.set_port(self.bind.port().wrapping_add(index as u16));
+        if self.bind.port() != 0 {
+            addr.set_port(self.bind.port().wrapping_add(index as u16));
+        }
         addr
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: DedicatedArgs,
+    }
+
+    fn parse(line: &[&str]) -> DedicatedArgs {
+        Wrapper::parse_from(std::iter::once("physync-host").chain(line.iter().copied())).args
+    }
+
+    #[test]
+    fn match_configs_follow_the_arguments() {
+        let args = parse(&[
+            "--bind",
+            "127.0.0.1:5000",
+            "--matches",
+            "3",
+            "--max-rewind-ms",
+            "5000",
+            "--tick-hz",
+            "60",
+        ]);
+        assert_eq!(args.match_addr(2), "127.0.0.1:5002".parse().unwrap());
+        let any = parse(&["--bind", "127.0.0.1:0"]);
+        assert_eq!(any.match_addr(1).port(), 0);
+        let c = args.match_config(2);
+        assert_eq!(c.match_id, 3);
+        assert_eq!(c.max_rewind, Duration::from_secs(1));
+        assert_eq!(c.rules.tick_rate_hz, 60);
+        assert_eq!(c.secret, parse(&[]).match_config(0).secret);
+        assert_ne!(
+            c.secret,
+            parse(&["--secret", "other"]).match_config(0).secret
+        );
+    }
+
+    #[test]
+    fn run_serves_several_matches_on_their_own_threads_for_the_time_asked() {
+        let args = parse(&["--bind", "127.0.0.1:0", "--matches", "2", "--seconds", "1"]);
+        let summaries = super::super::driver::run(args).unwrap();
+        assert_eq!(summaries.len(), 2);
+        assert_eq!(
+            summaries.iter().map(|s| s.match_id).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        for s in &summaries {
+            assert!((20..=40).contains(&s.ticks), "{s:?}");
+            assert!(!s.finished);
+        }
     }
 }
