@@ -619,8 +619,9 @@ impl ShooterClient {
         }
     }
 
-    /// Places the client `RTT + input buffer` ticks ahead of server tick `server_tick`, predicting the ticks in
-    /// between with a neutral input (what the server repeats for a player it has no input from).
+    /// Places the client `RTT + input buffer` ticks ahead of the snapshot tick `server_tick`; the snapshot is half
+    /// an RTT old, so the client runs half the RTT plus the input buffer ahead of the server's present. The ticks
+    /// in between are predicted with a neutral input (what the server repeats for a player it has no input from).
     fn lead_up(&mut self, now: Duration, server_tick: Tick) {
         self.stats.realignments += 1;
         let rtt = self.rtt.unwrap_or(Duration::from_millis(100));
