@@ -20,5 +20,6 @@ pub mod link;
 pub mod replica;
 pub mod session;
 pub mod shooter;
+pub mod shooter_net;
 pub mod transport;
 pub mod world;

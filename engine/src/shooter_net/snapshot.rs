@@ -1,0 +1,573 @@
+//! Per-client snapshots: the world as one client needs it, delta-coded against the last snapshot that client
+//! acknowledged (seed 004), through the codec's [`DeltaState`] paths.
+//!
+//! Context trimming: the client's own player travels in full ([`LocalPlayerSnap`]: what reconciliation
+//! compares, plus its score and hit counter); every other player carries only what is rendered and scored
+//! ([`RemotePlayerSnap`]: position, view, alive, kills, deaths); cubes are the codec's rigid-body states with its
+//! ballistic predictor. A snapshot names its baseline once, as a tick offset, and each entity is coded against
+//! the same entity in that snapshot (absolute when it was absent there).
+
+use physync_codec::delta::{DeltaPath, plan, serialize_entry};
+use physync_codec::stream::Ctx;
+use physync_codec::{CodecError, DeltaState, ObjectState, StateConfig, Stream};
+
+use super::wire::{self, WireError};
+use crate::shooter::player::{MotionState, PlayerState, Vitals, WeaponState};
+use crate::shooter::{PlayerId, Tick};
+
+/// Most player slots the wire can name (a match holds at most this many).
+pub const MAX_SLOTS: usize = 16;
+/// Most cubes a snapshot carries: with every slot filled and every cube moving, a full snapshot still fits the
+/// 1200-byte datagram (checked by a test).
+pub const MAX_CUBES: usize = 32;
+/// Oldest baseline a snapshot may name, in ticks (the receiver keeps this many snapshots).
+pub const MAX_BASELINE_AGE: u32 = 63;
+
+const POS_BUCKET: Ctx = Ctx::user(10, "position residual bucket");
+const POS_AXIS: Ctx = Ctx::user(11, "position residual");
+const POS_X: Ctx = Ctx::user(12, "position x");
+const POS_Y: Ctx = Ctx::user(13, "position y");
+const CHANGED: Ctx = Ctx::user(14, "field changed");
+const YAW: Ctx = Ctx::user(15, "yaw");
+const PITCH: Ctx = Ctx::user(16, "pitch");
+const VVEL: Ctx = Ctx::user(17, "vertical velocity");
+const FLAG: Ctx = Ctx::user(18, "flag");
+const COUNTER: Ctx = Ctx::user(19, "counter");
+const TICK: Ctx = Ctx::user(20, "tick");
+const OFFSET: Ctx = Ctx::user(21, "baseline offset");
+const PHASE: Ctx = Ctx::user(22, "phase");
+const SLOT: Ctx = Ctx::user(23, "slot");
+const FILL: Ctx = Ctx::user(24, "input fill");
+const COUNT: Ctx = Ctx::user(25, "cube count");
+
+/// Position residual buckets: per-axis bounds of the small, medium and large residuals, in position steps.
+const POSITION_BUCKETS: [i32; 3] = [31, 511, 8191];
+/// Horizontal and vertical position bounds on the wire (±64 m; −8 m..56 m).
+const XZ_RANGE: (i32, i32) = (-32_768, 32_767);
+const Y_RANGE: (i32, i32) = (-4_096, 28_671);
+/// Vertical velocity bound (±32 m/s in 1/256 m/s steps).
+const VVEL_RANGE: i32 = 8_191;
+
+fn position_absolute<S: Stream>(s: &mut S, p: &mut [i32; 3]) -> Result<(), CodecError> {
+    s.int(POS_X, &mut p[0], XZ_RANGE.0, XZ_RANGE.1)?;
+    s.int(POS_Y, &mut p[1], Y_RANGE.0, Y_RANGE.1)?;
+    s.int(POS_X, &mut p[2], XZ_RANGE.0, XZ_RANGE.1)
+}
+
+fn position_residual<S: Stream>(
+    s: &mut S,
+    p: &mut [i32; 3],
+    reference: &[i32; 3],
+) -> Result<(), CodecError> {
+    let mut diff = [0i32; 3];
+    let mut bucket = 0;
+    if !S::READING {
+        let mut largest = 0i64;
+        for i in 0..3 {
+            let d = i64::from(p[i]) - i64::from(reference[i]);
+            largest = largest.max(d.abs());
+            diff[i] = d.clamp(-65_536, 65_536) as i32;
+        }
+        if largest > 0 {
+            bucket = 1 + POSITION_BUCKETS
+                .iter()
+                .position(|&b| largest <= i64::from(b))
+                .ok_or(CodecError::Invalid {
+                    field: POS_BUCKET.name,
+                })? as i32;
+        }
+    }
+    s.int(POS_BUCKET, &mut bucket, 0, 3)?;
+    if bucket > 0 {
+        let bound = POSITION_BUCKETS[(bucket - 1) as usize];
+        for d in diff.iter_mut() {
+            s.int(POS_AXIS, d, -bound, bound)?;
+        }
+    }
+    if S::READING {
+        for i in 0..3 {
+            p[i] = reference[i] + diff[i];
+        }
+        let (x, y, z) = (p[0], p[1], p[2]);
+        let ok = (XZ_RANGE.0..=XZ_RANGE.1).contains(&x)
+            && (Y_RANGE.0..=Y_RANGE.1).contains(&y)
+            && (XZ_RANGE.0..=XZ_RANGE.1).contains(&z);
+        if !ok {
+            return Err(CodecError::Invalid {
+                field: POS_AXIS.name,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn view<S: Stream>(s: &mut S, yaw: &mut u16, pitch: &mut i16) -> Result<(), CodecError> {
+    s.u16(YAW, yaw)?;
+    let mut p = u32::from(*pitch as u16);
+    s.bits(PITCH, &mut p, 16)?;
+    *pitch = p as u16 as i16;
+    Ok(())
+}
+
+/// A group of fields sent whole when any of them changed, else as one bit.
+fn changed_group<S: Stream, T: PartialEq + Copy>(
+    s: &mut S,
+    value: &mut T,
+    reference: &T,
+    body: impl FnOnce(&mut S, &mut T) -> Result<(), CodecError>,
+) -> Result<(), CodecError> {
+    let mut changed = value != reference;
+    s.bool(CHANGED, &mut changed)?;
+    if changed {
+        body(s, value)
+    } else {
+        *value = *reference;
+        Ok(())
+    }
+}
+
+fn u16_field<S: Stream>(s: &mut S, v: &mut u16) -> Result<(), CodecError> {
+    s.u16(COUNTER, v)
+}
+
+fn motion_rest<S: Stream>(s: &mut S, m: &mut MotionState) -> Result<(), CodecError> {
+    s.int(VVEL, &mut m.vertical_velocity, -VVEL_RANGE, VVEL_RANGE)?;
+    s.bool(FLAG, &mut m.grounded)
+}
+
+fn weapon<S: Stream>(s: &mut S, w: &mut WeaponState) -> Result<(), CodecError> {
+    u16_field(s, &mut w.ammo)?;
+    u16_field(s, &mut w.cooldown)?;
+    u16_field(s, &mut w.reload_remaining)
+}
+
+fn vitals<S: Stream>(s: &mut S, v: &mut Vitals) -> Result<(), CodecError> {
+    u16_field(s, &mut v.health)?;
+    u16_field(s, &mut v.respawn_in)
+}
+
+/// Kills, deaths and confirmed hits of a player (the scoreboard and the hit marker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ScoreLine {
+    /// Kills this match.
+    pub kills: u16,
+    /// Deaths this match.
+    pub deaths: u16,
+}
+
+fn score<S: Stream>(s: &mut S, v: &mut ScoreLine) -> Result<(), CodecError> {
+    u16_field(s, &mut v.kills)?;
+    u16_field(s, &mut v.deaths)
+}
+
+/// The receiving client's own player, in full: reconciliation compares every field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct LocalPlayerSnap {
+    /// The authoritative state at the snapshot's tick.
+    pub state: PlayerState,
+    /// The player's score.
+    pub score: ScoreLine,
+    /// Shots of this player that struck someone, wrapping: an increase is the server confirming a hit.
+    pub hits: u16,
+}
+
+impl DeltaState for LocalPlayerSnap {
+    type Config = ();
+
+    fn predict(_: &(), _: &Self, _: u16) -> Option<Self> {
+        None
+    }
+
+    fn serialize_residual<S: Stream>(
+        s: &mut S,
+        _: &(),
+        value: &mut Self,
+        reference: &Self,
+    ) -> Result<(), CodecError> {
+        let r = &reference.state;
+        let v = &mut value.state;
+        position_residual(s, &mut v.motion.position, &r.motion.position)?;
+        let mut angles = (v.motion.yaw, v.motion.pitch);
+        changed_group(s, &mut angles, &(r.motion.yaw, r.motion.pitch), |s, a| {
+            view(s, &mut a.0, &mut a.1)
+        })?;
+        (v.motion.yaw, v.motion.pitch) = angles;
+        changed_group(s, &mut v.motion, &r.motion, motion_rest)?;
+        changed_group(s, &mut v.weapon, &r.weapon, weapon)?;
+        changed_group(s, &mut v.vitals, &r.vitals, vitals)?;
+        changed_group(s, &mut value.score, &reference.score, score)?;
+        changed_group(s, &mut value.hits, &reference.hits, u16_field)
+    }
+
+    fn serialize_absolute<S: Stream>(
+        s: &mut S,
+        _: &(),
+        value: &mut Self,
+    ) -> Result<(), CodecError> {
+        let v = &mut value.state;
+        position_absolute(s, &mut v.motion.position)?;
+        view(s, &mut v.motion.yaw, &mut v.motion.pitch)?;
+        motion_rest(s, &mut v.motion)?;
+        weapon(s, &mut v.weapon)?;
+        vitals(s, &mut v.vitals)?;
+        score(s, &mut value.score)?;
+        u16_field(s, &mut value.hits)
+    }
+}
+
+/// Another player as the receiving client needs it: where to draw it, where it looks, whether it is alive, and
+/// its score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct RemotePlayerSnap {
+    /// Feet position in position steps.
+    pub position: [i32; 3],
+    /// View yaw.
+    pub yaw: u16,
+    /// View pitch.
+    pub pitch: i16,
+    /// Alive at the snapshot's tick.
+    pub alive: bool,
+    /// Score.
+    pub score: ScoreLine,
+}
+
+impl RemotePlayerSnap {
+    /// The trimmed view of a full state.
+    pub fn of(state: &PlayerState, score: ScoreLine) -> Self {
+        Self {
+            position: state.motion.position,
+            yaw: state.motion.yaw,
+            pitch: state.motion.pitch,
+            alive: state.alive(),
+            score,
+        }
+    }
+}
+
+impl DeltaState for RemotePlayerSnap {
+    type Config = ();
+
+    fn predict(_: &(), _: &Self, _: u16) -> Option<Self> {
+        None
+    }
+
+    fn serialize_residual<S: Stream>(
+        s: &mut S,
+        _: &(),
+        value: &mut Self,
+        reference: &Self,
+    ) -> Result<(), CodecError> {
+        position_residual(s, &mut value.position, &reference.position)?;
+        let mut angles = (value.yaw, value.pitch);
+        changed_group(s, &mut angles, &(reference.yaw, reference.pitch), |s, a| {
+            view(s, &mut a.0, &mut a.1)
+        })?;
+        (value.yaw, value.pitch) = angles;
+        s.bool(FLAG, &mut value.alive)?;
+        changed_group(s, &mut value.score, &reference.score, score)
+    }
+
+    fn serialize_absolute<S: Stream>(
+        s: &mut S,
+        _: &(),
+        value: &mut Self,
+    ) -> Result<(), CodecError> {
+        position_absolute(s, &mut value.position)?;
+        view(s, &mut value.yaw, &mut value.pitch)?;
+        s.bool(FLAG, &mut value.alive)?;
+        score(s, &mut value.score)
+    }
+}
+
+/// Where a match is in its lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum MatchPhase {
+    /// Waiting for enough players.
+    #[default]
+    Waiting = 0,
+    /// Counting down to the start.
+    Countdown = 1,
+    /// Playing; score counts.
+    Live = 2,
+    /// Over; results are final.
+    Ended = 3,
+}
+
+impl MatchPhase {
+    fn from_i32(v: i32) -> Self {
+        match v {
+            1 => Self::Countdown,
+            2 => Self::Live,
+            3 => Self::Ended,
+            _ => Self::Waiting,
+        }
+    }
+}
+
+/// One client's view of the world at one server tick.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    /// The server tick it describes.
+    pub tick: Tick,
+    /// Match phase.
+    pub phase: MatchPhase,
+    /// Ticks left in the phase (countdown or match time), saturating at 65535.
+    pub phase_ticks_left: u16,
+    /// Commands the server holds in this client's input buffer (the client steers it).
+    pub input_fill: u8,
+    /// Newest input tick the server has received from this client (the client's RTT measurement).
+    pub last_input_tick: Tick,
+    /// Version of the slot-to-name roster (a client holding another one asks for it).
+    pub roster_version: u8,
+    /// The receiving client's slot.
+    pub local_slot: PlayerId,
+    /// The receiving client's own player.
+    pub local: LocalPlayerSnap,
+    /// Every other player, by slot.
+    pub remotes: [Option<RemotePlayerSnap>; MAX_SLOTS],
+    /// The cubes, in map order.
+    pub cubes: Vec<ObjectState>,
+}
+
+fn entry<S: Stream, T: DeltaState>(
+    s: &mut S,
+    config: &T::Config,
+    value: &mut T,
+    baseline: Option<&T>,
+) -> Result<(), CodecError> {
+    let mut path = if S::READING {
+        DeltaPath::Absolute
+    } else {
+        plan(config, value, baseline, None)?.path
+    };
+    serialize_entry(s, config, value, &mut path, baseline, None)
+}
+
+/// Writes `snapshot` as the body of a snapshot datagram, coded against `baseline` (a snapshot the client
+/// acknowledged, at most [`MAX_BASELINE_AGE`] ticks older).
+pub fn write_snapshot<S: Stream>(
+    s: &mut S,
+    cube_config: &StateConfig,
+    snapshot: &Snapshot,
+    baseline: Option<&Snapshot>,
+) -> Result<(), WireError> {
+    let mut v = snapshot.clone();
+    let baseline = baseline.filter(|b| {
+        b.tick < v.tick && v.tick - b.tick <= MAX_BASELINE_AGE && b.local_slot == v.local_slot
+    });
+    serialize_body(s, cube_config, &mut v, baseline)
+}
+
+/// Reads a snapshot body; `held(tick)` returns the snapshot of that tick if the client still holds it.
+pub fn read_snapshot<'a, S: Stream>(
+    s: &mut S,
+    cube_config: &StateConfig,
+    held: impl FnOnce(Tick) -> Option<&'a Snapshot>,
+) -> Result<Snapshot, WireError> {
+    let mut tick = 0u32;
+    wire::u32_full(s, TICK, &mut tick)?;
+    let mut offset = 0i32;
+    s.int(OFFSET, &mut offset, 0, MAX_BASELINE_AGE as i32)?;
+    let baseline = if offset > 0 {
+        let base_tick = tick
+            .checked_sub(offset as u32)
+            .ok_or(CodecError::Invalid { field: OFFSET.name })?;
+        Some(held(base_tick).ok_or(WireError::MissingBaseline(base_tick))?)
+    } else {
+        None
+    };
+    let mut v = Snapshot {
+        tick,
+        ..Snapshot::default()
+    };
+    serialize_rest(s, cube_config, &mut v, baseline)?;
+    Ok(v)
+}
+
+fn serialize_body<S: Stream>(
+    s: &mut S,
+    cube_config: &StateConfig,
+    v: &mut Snapshot,
+    baseline: Option<&Snapshot>,
+) -> Result<(), WireError> {
+    wire::u32_full(s, TICK, &mut v.tick)?;
+    let mut offset = baseline.map_or(0, |b| (v.tick - b.tick) as i32);
+    s.int(OFFSET, &mut offset, 0, MAX_BASELINE_AGE as i32)?;
+    serialize_rest(s, cube_config, v, baseline)
+}
+
+fn serialize_rest<S: Stream>(
+    s: &mut S,
+    cube_config: &StateConfig,
+    v: &mut Snapshot,
+    baseline: Option<&Snapshot>,
+) -> Result<(), WireError> {
+    let mut phase = v.phase as i32;
+    s.int(PHASE, &mut phase, 0, 3)?;
+    v.phase = MatchPhase::from_i32(phase);
+    s.u16(COUNTER, &mut v.phase_ticks_left)?;
+    let mut fill = i32::from(v.input_fill.min(63));
+    s.int(FILL, &mut fill, 0, 63)?;
+    v.input_fill = fill as u8;
+    wire::u32_full(s, TICK, &mut v.last_input_tick)?;
+    s.u8(COUNTER, &mut v.roster_version)?;
+    let mut slot = i32::from(v.local_slot.0);
+    s.int(SLOT, &mut slot, 0, MAX_SLOTS as i32 - 1)?;
+    v.local_slot = PlayerId(slot as u8);
+    entry(s, &(), &mut v.local, baseline.map(|b| &b.local))?;
+    for (i, remote) in v.remotes.iter_mut().enumerate() {
+        let mut present = remote.is_some();
+        s.bool(FLAG, &mut present)?;
+        if present {
+            let mut r = remote.unwrap_or_default();
+            let base = baseline.and_then(|b| b.remotes[i].as_ref());
+            entry(s, &(), &mut r, base)?;
+            *remote = Some(r);
+        } else {
+            *remote = None;
+        }
+    }
+    let mut count = v.cubes.len() as u32;
+    s.count(COUNT, &mut count, MAX_CUBES as u32)?;
+    if S::READING {
+        v.cubes = vec![ObjectState::default(); count as usize];
+    }
+    for (i, cube) in v.cubes.iter_mut().enumerate() {
+        let base = baseline.and_then(|b| b.cubes.get(i));
+        entry(s, cube_config, cube, base)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use physync_codec::bitpack::{BitReadStream, BitWriteStream};
+
+    fn sample(tick: Tick, dx: i32) -> Snapshot {
+        let mut snap = Snapshot {
+            tick,
+            phase: MatchPhase::Live,
+            phase_ticks_left: 900,
+            input_fill: 2,
+            last_input_tick: tick + 5,
+            roster_version: 1,
+            local_slot: PlayerId(3),
+            ..Snapshot::default()
+        };
+        snap.local.state.motion.position = [100 + dx, 0, -200];
+        snap.local.state.vitals.health = 100;
+        snap.local.state.weapon.ammo = 20;
+        for i in [0usize, 1, 5, 9] {
+            snap.remotes[i] = Some(RemotePlayerSnap {
+                position: [i as i32 * 1000 + dx * 3, 0, 500 - dx],
+                yaw: (i * 1000) as u16,
+                pitch: -50,
+                alive: true,
+                score: ScoreLine::default(),
+            });
+        }
+        snap.cubes = vec![ObjectState::default(); 6];
+        snap
+    }
+
+    fn round_trip(snap: &Snapshot, base: Option<&Snapshot>) -> (usize, Snapshot) {
+        let config = StateConfig::default();
+        let mut w = BitWriteStream::new();
+        write_snapshot(&mut w, &config, snap, base).unwrap();
+        let bytes = w.finish();
+        let mut r = BitReadStream::new(&bytes);
+        let decoded = read_snapshot(&mut r, &config, |t| base.filter(|b| b.tick == t)).unwrap();
+        (bytes.len(), decoded)
+    }
+
+    #[test]
+    fn snapshots_round_trip_absolute_and_delta_and_deltas_are_smaller() {
+        let base = sample(100, 0);
+        let next = sample(106, 300);
+        let (full, decoded) = round_trip(&next, None);
+        assert_eq!(decoded, next);
+        let (delta, decoded) = round_trip(&next, Some(&base));
+        assert_eq!(decoded, next);
+        assert!(delta < full, "delta {delta} vs full {full}");
+        let (same, decoded) = round_trip(&base.clone(), None);
+        assert_eq!(decoded, base);
+        assert!(same >= delta);
+    }
+
+    #[test]
+    fn the_largest_full_snapshot_fits_one_datagram() {
+        use crate::shooter_net::wire::{PacketKind, write_packet};
+        use physync_codec::BodyState;
+        let config = StateConfig::default();
+        let mut snap = sample(1_000_000, 0);
+        let extreme = PlayerState {
+            motion: MotionState {
+                position: [XZ_RANGE.0, Y_RANGE.1, XZ_RANGE.1],
+                vertical_velocity: -VVEL_RANGE,
+                yaw: u16::MAX,
+                pitch: i16::MIN,
+                grounded: true,
+            },
+            weapon: WeaponState {
+                ammo: u16::MAX,
+                cooldown: u16::MAX,
+                reload_remaining: u16::MAX,
+            },
+            vitals: Vitals {
+                health: u16::MAX,
+                respawn_in: u16::MAX,
+            },
+        };
+        let score = ScoreLine {
+            kills: u16::MAX,
+            deaths: u16::MAX,
+        };
+        snap.local = LocalPlayerSnap {
+            state: extreme,
+            score,
+            hits: u16::MAX,
+        };
+        snap.local_slot = PlayerId(0);
+        for r in snap.remotes.iter_mut().skip(1) {
+            *r = Some(RemotePlayerSnap::of(&extreme, score));
+        }
+        let q = config.quant;
+        let cube = ObjectState {
+            body: BodyState::quantize(
+                &q,
+                [63.0, 55.0, -63.0],
+                [0.5, 0.5, 0.5, 0.5],
+                [-31.0, 31.0, 31.0],
+                [31.0, -31.0, 31.0],
+                false,
+            ),
+            authority: 255,
+            authority_seq: u16::MAX,
+            ownership_seq: u16::MAX,
+        };
+        snap.cubes = vec![cube; MAX_CUBES];
+        let bytes = write_packet(PacketKind::Snapshot, 1, (0, 0), |s| {
+            write_snapshot(s, &config, &snap, None)
+        })
+        .unwrap();
+        assert!(bytes.len() <= 1200, "{} bytes", bytes.len());
+    }
+
+    #[test]
+    fn a_missing_baseline_and_garbage_are_errors() {
+        let config = StateConfig::default();
+        let base = sample(100, 0);
+        let mut w = BitWriteStream::new();
+        write_snapshot(&mut w, &config, &sample(110, 40), Some(&base)).unwrap();
+        let bytes = w.finish();
+        let err = read_snapshot(&mut BitReadStream::new(&bytes), &config, |_| None).unwrap_err();
+        assert_eq!(err, WireError::MissingBaseline(100));
+        for cut in 0..bytes.len() {
+            let r = read_snapshot(&mut BitReadStream::new(&bytes[..cut]), &config, |t| {
+                Some(&base).filter(|b| b.tick == t)
+            });
+            assert!(r.is_err(), "truncated at {cut} decoded");
+        }
+    }
+}
