@@ -1,17 +1,35 @@
-//! `physync-host`: hosts a peer session over UDP and plays as player 0.
+//! `physync-host`: hosts a peer session over UDP and plays as player 0 (`--mode peer`, the default), or runs
+//! dedicated shooter matches (`--mode dedicated`).
 
 use std::process::ExitCode;
 
 use clap::Parser;
+use physync_engine::mode::Mode;
 use physync_host::cli::{PeerHostArgs, run_peer_host};
+use physync_host::dedicated::{DedicatedArgs, run as run_dedicated};
 use tracing_subscriber::EnvFilter;
 
-/// Hosts a physync co-op session.
+/// Hosts a physync co-op session (peer mode).
 #[derive(Debug, Parser)]
 #[command(name = "physync-host", version, about)]
-struct Cli {
+struct PeerCli {
+    /// peer (co-op session, this host plays and arbitrates) or dedicated (shooter matches; see
+    /// `--mode dedicated --help` for its flags).
+    #[arg(long, default_value_t = Mode::Peer)]
+    mode: Mode,
     #[command(flatten)]
     peer: PeerHostArgs,
+}
+
+/// Runs dedicated shooter matches (dedicated mode).
+#[derive(Debug, Parser)]
+#[command(name = "physync-host", version, about)]
+struct DedicatedCli {
+    /// dedicated (this mode) or peer.
+    #[arg(long)]
+    mode: Mode,
+    #[command(flatten)]
+    dedicated: DedicatedArgs,
 }
 
 fn main() -> ExitCode {
@@ -21,7 +39,13 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    match Mode::from_args(std::env::args()) {
+        Mode::Peer => peer(PeerCli::parse()),
+        Mode::Dedicated => dedicated(DedicatedCli::parse()),
+    }
+}
+
+fn peer(cli: PeerCli) -> ExitCode {
     match run_peer_host(&cli.peer) {
         Ok(summary) => {
             if cli.peer.json {
@@ -37,6 +61,16 @@ fn main() -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Err(e) => {
+            eprintln!("physync-host: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dedicated(cli: DedicatedCli) -> ExitCode {
+    match run_dedicated(cli.dedicated) {
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("physync-host: {e}");
             ExitCode::FAILURE

@@ -9,7 +9,7 @@ use clap::Args;
 pub struct DedicatedArgs {
     /// The match's address.
     #[arg(long, default_value = "127.0.0.1:40000")]
-    pub server: SocketAddr,
+    pub connect: SocketAddr,
     /// Local address to bind.
     #[arg(long, default_value = "0.0.0.0:0")]
     pub bind: SocketAddr,

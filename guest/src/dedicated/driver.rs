@@ -151,7 +151,7 @@ pub fn summary(client: &ShooterClient) -> ClientSummary {
 pub fn run(args: DedicatedArgs) -> Result<ClientSummary, ClientDriverError> {
     let secret = secret_from_passphrase(&args.secret);
     let token = ConnectToken::issue(&secret, args.match_id, &args.name, args.token_valid_s);
-    let config = ClientConfig::new(args.server, token);
+    let config = ClientConfig::new(args.connect, token);
     let bot = Bot::new(BotConfig::default(), args.seed);
     let client = UdpClient::bind(args.bind, config, Some(bot))?;
     let summary = client.run(args.seconds.map(Duration::from_secs))?;

@@ -15,7 +15,7 @@ pub struct DedicatedArgs {
     /// Address of the first match; match `i` listens on the same IP at port + i (every match on a port the
     /// system picks when the port is 0).
     #[arg(long, default_value = "0.0.0.0:40000")]
-    pub bind: SocketAddr,
+    pub listen: SocketAddr,
     /// Matches to run, one thread each.
     #[arg(long, default_value_t = 1)]
     pub matches: u32,
@@ -73,9 +73,9 @@ impl DedicatedArgs {
 
     /// Where match `index` listens (port 0 lets the system pick a port for every match).
     pub fn match_addr(&self, index: u32) -> SocketAddr {
-        let mut addr = self.bind;
-        if self.bind.port() != 0 {
-            addr.set_port(self.bind.port().wrapping_add(index as u16));
+        let mut addr = self.listen;
+        if self.listen.port() != 0 {
+            addr.set_port(self.listen.port().wrapping_add(index as u16));
         }
         addr
     }
@@ -99,7 +99,7 @@ mod tests {
     #[test]
     fn match_configs_follow_the_arguments() {
         let args = parse(&[
-            "--bind",
+            "--listen",
             "127.0.0.1:5000",
             "--matches",
             "3",
@@ -109,7 +109,7 @@ mod tests {
             "60",
         ]);
         assert_eq!(args.match_addr(2), "127.0.0.1:5002".parse().unwrap());
-        let any = parse(&["--bind", "127.0.0.1:0"]);
+        let any = parse(&["--listen", "127.0.0.1:0"]);
         assert_eq!(any.match_addr(1).port(), 0);
         let c = args.match_config(2);
         assert_eq!(c.match_id, 3);
@@ -124,7 +124,14 @@ mod tests {
 
     #[test]
     fn run_serves_several_matches_on_their_own_threads_for_the_time_asked() {
-        let args = parse(&["--bind", "127.0.0.1:0", "--matches", "2", "--seconds", "1"]);
+        let args = parse(&[
+            "--listen",
+            "127.0.0.1:0",
+            "--matches",
+            "2",
+            "--seconds",
+            "1",
+        ]);
         let summaries = super::super::driver::run(args).unwrap();
         assert_eq!(summaries.len(), 2);
         assert_eq!(
