@@ -8,6 +8,7 @@
 //!   simulated lossy, delayed network (for tests and benchmarks);
 //! - [`shooter`]: the dedicated-server game, an arena shooter on rapier3d with the client's prediction,
 //!   reconciliation and interpolation and the server's input buffers and lag compensation;
+//! - [`session`]: what both roles of a peer-hosted session share (control messages, drivers);
 //! - [`transport`]: the transports that carry datagrams between sans-IO protocol cores (a laminar UDP driver for
 //!   real sockets, an in-memory network with a link conditioner for tests);
 //! - [`link`]: the sans-IO state link each peer keeps per remote (acks, baselines, priority accumulator, send
@@ -17,6 +18,7 @@
 
 pub mod link;
 pub mod replica;
+pub mod session;
 pub mod shooter;
 pub mod transport;
 pub mod world;

@@ -1,0 +1,268 @@
+//! Remote avatars played back through a jitter buffer: samples are placed on the sender's timeline (its frame
+//! clock minus each avatar's sample-time offset), mapped to local time by the smallest delay seen recently, and
+//! played a fixed delay late (100 ms by default) with interpolation between the samples around the play time.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use nalgebra::{Quaternion, UnitQuaternion, Vector3};
+use physync_codec::{AvatarState, QuantConfig, QuantizedPose};
+
+use crate::link::TimedAvatar;
+use crate::world::avatar::MAX_PLAYERS;
+
+/// The sample's default play-out delay.
+pub const DEFAULT_JITTER_DELAY: Duration = Duration::from_millis(100);
+
+/// How long the smallest observed delay is remembered; older observations expire so the mapping follows drift.
+const DELAY_MEMORY: Duration = Duration::from_secs(3);
+
+/// Samples kept per player (a little over a second at 60 Hz).
+const SAMPLES_PER_PLAYER: usize = 80;
+
+/// Maps a remote sender's frame numbers (the low 16 bits the packets carry) to its clock, and its clock to ours.
+#[derive(Debug, Clone)]
+pub struct SenderClock {
+    step_hz: u32,
+    newest_frame: Option<u64>,
+    /// (local arrival, arrival minus sender time in seconds), the window the smallest delay is taken from.
+    delays: VecDeque<(Duration, f64)>,
+}
+
+impl SenderClock {
+    /// A clock for a sender stepping `step_hz` frames per second.
+    pub fn new(step_hz: u32) -> Self {
+        Self {
+            step_hz: step_hz.max(1),
+            newest_frame: None,
+            delays: VecDeque::new(),
+        }
+    }
+
+    /// Widens a 16-bit frame to the sender's full frame count, by its distance from the newest frame seen.
+    pub fn unwrap_frame(&self, frame: u16) -> u64 {
+        match self.newest_frame {
+            None => u64::from(frame),
+            Some(newest) => {
+                let diff = i64::from(frame.wrapping_sub(newest as u16) as i16);
+                (newest as i64 + diff).max(0) as u64
+            }
+        }
+    }
+
+    /// Notes that a packet stamped `frame` arrived at `now`; returns the sender's time of that frame (seconds).
+    pub fn observe(&mut self, now: Duration, frame: u16) -> f64 {
+        let full = self.unwrap_frame(frame);
+        if self.newest_frame.is_none_or(|n| full > n) {
+            self.newest_frame = Some(full);
+        }
+        let sender_time = full as f64 / f64::from(self.step_hz);
+        let delay = now.as_secs_f64() - sender_time;
+        while self
+            .delays
+            .front()
+            .is_some_and(|&(at, _)| now.saturating_sub(at) > DELAY_MEMORY)
+        {
+            self.delays.pop_front();
+        }
+        while self.delays.back().is_some_and(|&(_, d)| d >= delay) {
+            self.delays.pop_back();
+        }
+        self.delays.push_back((now, delay));
+        sender_time
+    }
+
+    /// The smallest delay seen recently: local time minus sender time for the fastest packet (seconds).
+    pub fn delay(&self) -> Option<f64> {
+        self.delays.front().map(|&(_, d)| d)
+    }
+
+    /// The local time (seconds) at which something sampled at sender time `sender_time` would have arrived
+    /// through the fastest path seen recently.
+    pub fn to_local(&self, sender_time: f64) -> Option<f64> {
+        self.delay().map(|d| sender_time + d)
+    }
+}
+
+/// The jitter buffer for every remote avatar arriving over one link.
+#[derive(Debug, Clone)]
+pub struct AvatarJitterBuffer {
+    delay: Duration,
+    clock: SenderClock,
+    quant: QuantConfig,
+    /// Per player: (sender time in seconds, state), oldest first.
+    samples: [VecDeque<(f64, AvatarState)>; MAX_PLAYERS],
+}
+
+impl AvatarJitterBuffer {
+    /// A buffer playing `delay` behind the fastest arrival, for a sender stepping at `step_hz`.
+    pub fn new(delay: Duration, step_hz: u32, quant: QuantConfig) -> Self {
+        Self {
+            delay,
+            clock: SenderClock::new(step_hz),
+            quant,
+            samples: std::array::from_fn(|_| VecDeque::new()),
+        }
+    }
+
+    /// The play-out delay.
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+
+    /// The sender clock mapping, for the sample offsets of relayed avatars.
+    pub fn clock(&self) -> &SenderClock {
+        &self.clock
+    }
+
+    /// Adds the avatars of one packet stamped with the sender's `frame`, arrived at `now`.
+    pub fn push(&mut self, now: Duration, frame: u16, avatars: &[TimedAvatar]) {
+        let packet_time = self.clock.observe(now, frame);
+        for avatar in avatars {
+            let Some(queue) = self.samples.get_mut(usize::from(avatar.state.player)) else {
+                continue;
+            };
+            let t = packet_time - avatar.sample_offset().as_secs_f64();
+            let at = queue.partition_point(|&(s, _)| s <= t);
+            if at > 0 && queue[at - 1].0 == t {
+                queue[at - 1].1 = avatar.state;
+                continue;
+            }
+            queue.insert(at, (t, avatar.state));
+            if queue.len() > SAMPLES_PER_PLAYER {
+                queue.pop_front();
+            }
+        }
+    }
+
+    /// Forgets a player (it left).
+    pub fn remove(&mut self, player: u8) {
+        if let Some(q) = self.samples.get_mut(usize::from(player)) {
+            q.clear();
+        }
+    }
+
+    /// Players with samples.
+    pub fn players(&self) -> impl Iterator<Item = u8> + '_ {
+        (0..MAX_PLAYERS as u8).filter(|&p| !self.samples[usize::from(p)].is_empty())
+    }
+
+    /// The avatar of `player` to show at local time `now`: interpolated between the samples around
+    /// `now - delay` on the sender's timeline (held objects from the earlier sample), the newest sample when
+    /// play time has run past it, the oldest before it. Drops samples no longer needed.
+    pub fn sample(&mut self, now: Duration, player: u8) -> Option<AvatarState> {
+        let delay = self.clock.delay()?;
+        let queue = self.samples.get_mut(usize::from(player))?;
+        let play = now.as_secs_f64() - self.delay.as_secs_f64() - delay;
+        let after = queue.partition_point(|&(t, _)| t <= play);
+        if after >= 2 {
+            queue.drain(..after - 1);
+        }
+        let after = queue.partition_point(|&(t, _)| t <= play);
+        match (after.checked_sub(1).map(|i| queue[i]), queue.get(after)) {
+            (Some((ta, a)), Some(&(tb, b))) => {
+                let f = ((play - ta) / (tb - ta)).clamp(0.0, 1.0) as f32;
+                Some(interpolate(&self.quant, &a, &b, f))
+            }
+            (Some((_, a)), None) => Some(a),
+            (None, Some(&(_, b))) => Some(b),
+            (None, None) => None,
+        }
+    }
+}
+
+fn interpolate_pose(
+    quant: &QuantConfig,
+    a: &QuantizedPose,
+    b: &QuantizedPose,
+    f: f32,
+) -> QuantizedPose {
+    let pa = Vector3::from(quant.position.dequantize(a.position));
+    let pb = Vector3::from(quant.position.dequantize(b.position));
+    let q = |r| {
+        let [x, y, z, w] = quant.rotation.dequantize(r);
+        UnitQuaternion::from_quaternion(Quaternion::new(w, x, y, z))
+    };
+    let (qa, qb) = (q(a.rotation), q(b.rotation));
+    let rotation = qa
+        .try_slerp(&qb, f, 1e-6)
+        .unwrap_or(if f < 0.5 { qa } else { qb });
+    let p = pa.lerp(&pb, f);
+    QuantizedPose::quantize(
+        quant,
+        [p.x, p.y, p.z],
+        [rotation.i, rotation.j, rotation.k, rotation.w],
+    )
+}
+
+/// Blends two avatar samples: poses interpolated, held objects (a discrete fact) from the earlier one.
+fn interpolate(quant: &QuantConfig, a: &AvatarState, b: &AvatarState, f: f32) -> AvatarState {
+    let mut out = *a;
+    out.head = interpolate_pose(quant, &a.head, &b.head, f);
+    for (hand, (ha, hb)) in out.hands.iter_mut().zip(a.hands.iter().zip(&b.hands)) {
+        hand.pose = interpolate_pose(quant, &ha.pose, &hb.pose, f);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn avatar(player: u8, x: f32, quant: &QuantConfig) -> AvatarState {
+        let mut a = AvatarState {
+            player,
+            ..AvatarState::default()
+        };
+        a.head = QuantizedPose::quantize(quant, [x, 1.7, 0.0], [0.0, 0.0, 0.0, 1.0]);
+        a
+    }
+
+    #[test]
+    fn frames_unwrap_across_the_16_bit_boundary() {
+        let mut c = SenderClock::new(60);
+        c.observe(Duration::from_secs(1), 65_530);
+        assert_eq!(c.unwrap_frame(3), 65_539);
+        assert_eq!(c.unwrap_frame(65_500), 65_500);
+    }
+
+    #[test]
+    fn jittered_samples_play_back_smoothly_behind_the_delay() {
+        let quant = QuantConfig::default();
+        let mut buffer = AvatarJitterBuffer::new(DEFAULT_JITTER_DELAY, 60, quant);
+        // The sender moves the head 1 m/s along x, one sample a frame; arrivals take 50 to 90 ms.
+        let jitter = [0.05, 0.09, 0.06, 0.08, 0.05, 0.07];
+        let mut shown = Vec::new();
+        for frame in 0..120u16 {
+            let sent = f64::from(frame) / 60.0;
+            let arrival = Duration::from_secs_f64(sent + jitter[usize::from(frame) % jitter.len()]);
+            let a = avatar(1, sent as f32, &quant);
+            buffer.push(arrival, frame, &[TimedAvatar::new(a, Duration::ZERO)]);
+            if frame > 30 {
+                let s = buffer.sample(arrival, 1).unwrap();
+                shown.push((
+                    arrival.as_secs_f64(),
+                    quant.position.dequantize(s.head.position)[0],
+                ));
+            }
+        }
+        // Play time is arrival - 100 ms - the 50 ms fastest delay: the shown x lags by 150 ms, without jitter.
+        for (t, x) in shown {
+            assert!((f64::from(x) - (t - 0.15)).abs() < 0.01, "at {t}: {x}");
+        }
+    }
+
+    #[test]
+    fn sample_offsets_place_relayed_samples_earlier() {
+        let quant = QuantConfig::default();
+        let mut buffer = AvatarJitterBuffer::new(Duration::ZERO, 60, quant);
+        let old = TimedAvatar::new(avatar(2, 0.0, &quant), Duration::from_millis(100));
+        let new = TimedAvatar::new(avatar(2, 1.0, &quant), Duration::ZERO);
+        buffer.push(Duration::from_secs(1), 60, &[old]);
+        buffer.push(Duration::from_secs(1), 60, &[new]);
+        let halfway = buffer.sample(Duration::from_millis(950), 2).unwrap();
+        let x = quant.position.dequantize(halfway.head.position)[0];
+        assert!((x - 0.5).abs() < 0.01, "{x}");
+        assert!(buffer.sample(Duration::from_secs(1), 3).is_none());
+    }
+}

@@ -1,0 +1,25 @@
+//! What both roles of a peer-hosted session share: the control messages, the player-input interface, the
+//! session-core interface and the drivers that run cores over the in-memory network and over UDP.
+//!
+//! The cores themselves live in the role crates (`physync-host`'s `PeerHost`, `physync-guest`'s `PeerGuest`);
+//! per-link state coding lives in [`crate::link`].
+
+pub mod compare;
+pub mod control;
+pub mod controls;
+pub mod core;
+pub mod jitter;
+pub mod rate;
+pub mod sim;
+pub mod udp;
+
+pub use compare::{Divergence, divergence, objects_of};
+pub use control::{
+    ControlError, ControlMessage, PEER_PROTOCOL_ID, PEER_PROTOCOL_VERSION, RejectReason,
+    SceneSetup, decode_control, encode_control,
+};
+pub use controls::PlayerControls;
+pub use core::SessionCore;
+pub use jitter::{AvatarJitterBuffer, DEFAULT_JITTER_DELAY};
+pub use rate::RateMeter;
+pub use sim::SessionSim;

@@ -1,0 +1,116 @@
+//! The `physync-guest` command line: arguments, the guest's run loop over UDP with a bot, and its summary.
+//!
+//! Kept out of `main` so another mode (the shooter client) can be added beside the peer guest's.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Args;
+use physync_engine::session::udp::{linger, run_udp};
+use physync_engine::transport::{DriverConfig, LaminarDriver, TransportError};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::bots::{Bot, BotKind};
+use crate::peer::{EndReason, GuestConfig, GuestCounters, GuestDrops, GuestLinkReport, PeerGuest};
+
+/// How long the guest keeps pumping after saying goodbye.
+const LINGER: Duration = Duration::from_millis(300);
+
+/// Arguments of the peer guest.
+#[derive(Debug, Clone, Args)]
+pub struct PeerGuestArgs {
+    /// The host's UDP address.
+    #[arg(long)]
+    pub connect: SocketAddr,
+    /// Local UDP address to bind (port 0 picks one).
+    #[arg(long, default_value = "0.0.0.0:0")]
+    pub bind: SocketAddr,
+    /// The scripted player: builder, thrower or grabber.
+    #[arg(long, default_value = "builder")]
+    pub bot: BotKind,
+    /// Seconds to play before leaving.
+    #[arg(long, default_value_t = 30.0)]
+    pub seconds: f64,
+    /// Seed of the bot and the join nonce (default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print the summary as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What the guest prints at exit.
+#[derive(Debug, Clone, Serialize)]
+pub struct GuestSummary {
+    /// How the session ended.
+    pub ended: String,
+    /// The player slot the host gave, if it let us in.
+    pub player: Option<u8>,
+    /// Session seconds run.
+    pub seconds: f64,
+    /// The bot's actions (grabs, placements, throws, ...).
+    pub bot: String,
+    /// The link to the host at the end.
+    pub link: Option<GuestLinkReport>,
+    /// What the host's updates did.
+    pub counters: Option<GuestCounters>,
+    /// Datagrams dropped.
+    pub drops: GuestDrops,
+}
+
+/// Why the guest could not run.
+pub type RunError = TransportError;
+
+fn describe(reason: Option<EndReason>) -> String {
+    match reason {
+        None => "running".to_owned(),
+        Some(EndReason::Rejected(r)) => format!("rejected: {r:?}"),
+        Some(r) => format!("{r:?}"),
+    }
+}
+
+/// Joins the host over UDP and lets the bot play for `--seconds` (or until the session ends); returns the
+/// summary and whether the session ended on our terms.
+pub fn run_peer_guest(args: &PeerGuestArgs) -> Result<(GuestSummary, bool), RunError> {
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut guest = PeerGuest::new(GuestConfig::new(args.connect, rng.random()));
+    let mut bot = Bot::new(args.bot, rng.random());
+    let mut driver = LaminarDriver::bind(args.bind, DriverConfig::default())?;
+    tracing::info!(local = %driver.local_addr(), host = %args.connect, bot = %args.bot, "joining");
+    let until = Duration::from_secs_f64(args.seconds);
+    run_udp(
+        &mut driver,
+        &mut guest,
+        |now, g| {
+            if let Some(s) = g.session_mut() {
+                bot.act(now, s);
+            }
+        },
+        |now, g| g.end_reason().is_none() && now < until,
+    )?;
+    let ours = guest.end_reason().is_none();
+    if ours {
+        guest.leave();
+        linger(&mut driver, &mut guest, LINGER)?;
+    }
+    let now = guest.now();
+    let summary = GuestSummary {
+        ended: describe(guest.end_reason()),
+        player: guest
+            .session()
+            .map(physync_engine::session::PlayerControls::player),
+        seconds: now.as_secs_f64(),
+        bot: format!("{:?}", bot.actions()),
+        link: guest.session().map(|s| s.link_report(now)),
+        counters: guest.session().map(|s| *s.counters()),
+        drops: *guest.drops(),
+    };
+    Ok((summary, ours))
+}

@@ -1,0 +1,343 @@
+//! The peer guest: a sans-IO core that joins a host, builds the scene it is told, plays with zero local latency
+//! and takes the host's word per the arbitration rules, with remote avatars played through a jitter buffer.
+//!
+//! Drive it like the host: [`PeerGuest::handle_datagram`], [`PeerGuest::handle_timeout`] when
+//! [`PeerGuest::poll_timeout`] comes due, and send what [`PeerGuest::poll_transmit`] hands out. Once joined,
+//! [`PeerGuest::session_mut`] gives the [`GuestSession`], which takes local input through [`PlayerControls`].
+
+mod config;
+mod session;
+mod stats;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use physync_codec::CodecError;
+use physync_engine::link::LinkError;
+use physync_engine::session::{
+    ControlError, ControlMessage, PlayerControls, RejectReason, SessionCore, decode_control,
+    encode_control,
+};
+use physync_engine::transport::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, Transmit};
+use physync_engine::world::World;
+
+pub use config::GuestConfig;
+pub use session::GuestSession;
+pub use stats::{GuestCounters, GuestDrops, GuestLinkReport};
+
+/// Why a guest's session ended (what a viewer tells its user).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The host was not heard from for the timeout (or never answered the join).
+    Timeout,
+    /// The host refused the join.
+    Rejected(RejectReason),
+    /// The host ended the session.
+    HostLeft,
+    /// This guest left.
+    Left,
+}
+
+/// Where a guest is in its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestPhase {
+    /// Sending join requests.
+    Joining,
+    /// In the session.
+    Joined,
+    /// Over, and why.
+    Ended(EndReason),
+}
+
+/// The peer guest. See the module documentation.
+pub struct PeerGuest {
+    config: GuestConfig,
+    phase: GuestPhase,
+    outbox: VecDeque<Transmit>,
+    now: Duration,
+    started: Option<Duration>,
+    next_join: Duration,
+    last_heard: Duration,
+    next_keepalive: Duration,
+    session: Option<GuestSession>,
+    drops: GuestDrops,
+}
+
+impl PeerGuest {
+    /// A guest that starts sending join requests on its first [`PeerGuest::handle_timeout`].
+    pub fn new(config: GuestConfig) -> Self {
+        Self {
+            config,
+            phase: GuestPhase::Joining,
+            outbox: VecDeque::new(),
+            now: Duration::ZERO,
+            started: None,
+            next_join: Duration::ZERO,
+            last_heard: Duration::ZERO,
+            next_keepalive: Duration::ZERO,
+            session: None,
+            drops: GuestDrops::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GuestConfig {
+        &self.config
+    }
+
+    /// Joining, joined, or ended and why.
+    pub fn phase(&self) -> GuestPhase {
+        self.phase
+    }
+
+    /// Why the session ended, once it has.
+    pub fn end_reason(&self) -> Option<EndReason> {
+        match self.phase {
+            GuestPhase::Ended(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The session, once joined (kept after the end for a last look).
+    pub fn session(&self) -> Option<&GuestSession> {
+        self.session.as_ref()
+    }
+
+    /// The session for local input, once joined and until the end.
+    pub fn session_mut(&mut self) -> Option<&mut GuestSession> {
+        if self.phase == GuestPhase::Joined {
+            self.session.as_mut()
+        } else {
+            None
+        }
+    }
+
+    /// The local world, once joined.
+    pub fn world(&self) -> Option<&World> {
+        self.session.as_ref().map(|s| s.world())
+    }
+
+    /// Dropped datagrams by kind.
+    pub fn drops(&self) -> &GuestDrops {
+        &self.drops
+    }
+
+    /// The latest session time the guest has been given.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Leaves the session: the host is told, and the guest stops.
+    pub fn leave(&mut self) {
+        if matches!(self.phase, GuestPhase::Ended(_)) {
+            return;
+        }
+        self.send_control(&ControlMessage::Leave);
+        self.phase = GuestPhase::Ended(EndReason::Left);
+    }
+
+    /// Feeds one datagram that arrived at `now`. Anything not from the host, undecodable or out of place is
+    /// counted and dropped.
+    pub fn handle_datagram(
+        &mut self,
+        now: Duration,
+        from: SocketAddr,
+        delivery: Delivery,
+        bytes: &[u8],
+    ) {
+        self.now = self.now.max(now);
+        if matches!(self.phase, GuestPhase::Ended(_)) {
+            return;
+        }
+        if from != self.config.host {
+            self.drops.unknown_sender += 1;
+            return;
+        }
+        match delivery {
+            Delivery::ReliableOrdered => match decode_control(self.config.protocol_id, bytes) {
+                Ok(message) => self.handle_control(now, message),
+                Err(ControlError::Oversized { .. }) => self.drops.oversized += 1,
+                Err(ControlError::WrongProtocol { .. }) => self.drops.wrong_protocol += 1,
+                Err(_) => self.drops.malformed += 1,
+            },
+            Delivery::Unreliable => self.handle_state(now, bytes),
+        }
+    }
+
+    fn handle_control(&mut self, now: Duration, message: ControlMessage) {
+        self.last_heard = now;
+        match message {
+            ControlMessage::Accept {
+                nonce,
+                player,
+                setup,
+            } => {
+                if nonce != self.config.nonce {
+                    self.drops.malformed += 1;
+                } else if self.phase == GuestPhase::Joining {
+                    match GuestSession::new(&self.config, player, setup, now) {
+                        Ok(session) => {
+                            tracing::info!(player, scene = %setup.scene, "joined");
+                            self.session = Some(session);
+                            self.phase = GuestPhase::Joined;
+                            self.next_keepalive = now;
+                        }
+                        Err(e) => {
+                            tracing::warn!(%e, "host's setup refused");
+                            self.drops.malformed += 1;
+                        }
+                    }
+                }
+            }
+            ControlMessage::Reject { nonce, reason } => {
+                if nonce != self.config.nonce {
+                    self.drops.malformed += 1;
+                } else if self.phase == GuestPhase::Joining {
+                    tracing::info!(?reason, "join refused");
+                    self.phase = GuestPhase::Ended(EndReason::Rejected(reason));
+                }
+            }
+            ControlMessage::KeepAlive => {}
+            ControlMessage::Leave => {
+                tracing::info!("host left");
+                self.phase = GuestPhase::Ended(EndReason::HostLeft);
+            }
+            ControlMessage::Roster { players } => {
+                if let Some(s) = &mut self.session {
+                    s.set_roster(players);
+                }
+            }
+            ControlMessage::JoinRequest { .. } => self.drops.malformed += 1,
+        }
+    }
+
+    fn handle_state(&mut self, now: Duration, bytes: &[u8]) {
+        if bytes.len() > MAX_DATAGRAM_PAYLOAD {
+            self.drops.oversized += 1;
+            return;
+        }
+        let Some(session) = self
+            .session
+            .as_mut()
+            .filter(|_| self.phase == GuestPhase::Joined)
+        else {
+            self.drops.before_join += 1;
+            return;
+        };
+        match session.receive(now, bytes) {
+            Ok(()) => self.last_heard = now,
+            Err(
+                LinkError::WrongPacketType(_)
+                | LinkError::Codec(CodecError::Invalid {
+                    field: "protocol id" | "protocol version",
+                }),
+            ) => self.drops.wrong_protocol += 1,
+            Err(_) => self.drops.malformed += 1,
+        }
+    }
+
+    /// When [`PeerGuest::handle_timeout`] must run next: the next join retry while joining, the next fixed step
+    /// once joined, never once ended.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        match self.phase {
+            GuestPhase::Joining => Some(if self.started.is_none() {
+                self.now
+            } else {
+                self.next_join
+            }),
+            GuestPhase::Joined => self.session.as_ref().map(|s| s.next_step()),
+            GuestPhase::Ended(_) => None,
+        }
+    }
+
+    /// Runs what is due by `now`: join retries and the join timeout, or the fixed steps with their state
+    /// packets, keep-alives and the host timeout.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        self.now = self.now.max(now);
+        let started = *self.started.get_or_insert(now);
+        match self.phase {
+            GuestPhase::Joining => {
+                if now.saturating_sub(started) > self.config.timeout {
+                    self.phase = GuestPhase::Ended(EndReason::Timeout);
+                    return;
+                }
+                if now >= self.next_join {
+                    let join = ControlMessage::JoinRequest {
+                        version: self.config.version,
+                        nonce: self.config.nonce,
+                    };
+                    self.send_control(&join);
+                    self.next_join = now + self.config.join_retry;
+                }
+            }
+            GuestPhase::Joined => {
+                if now.saturating_sub(self.last_heard) > self.config.timeout {
+                    tracing::info!("host timed out");
+                    self.phase = GuestPhase::Ended(EndReason::Timeout);
+                    return;
+                }
+                if now >= self.next_keepalive {
+                    self.send_control(&ControlMessage::KeepAlive);
+                    self.next_keepalive = now + self.config.keepalive_interval;
+                }
+                let host = self.config.host;
+                if let Some(s) = &mut self.session {
+                    for payload in s.run_until(now) {
+                        self.outbox.push_back(Transmit {
+                            to: host,
+                            delivery: Delivery::Unreliable,
+                            payload,
+                        });
+                    }
+                }
+            }
+            GuestPhase::Ended(_) => {}
+        }
+    }
+
+    fn send_control(&mut self, message: &ControlMessage) {
+        match encode_control(self.config.protocol_id, message) {
+            Ok(payload) => {
+                if let Some(s) = &mut self.session {
+                    s.record_up(self.now, payload.len());
+                }
+                self.outbox.push_back(Transmit {
+                    to: self.config.host,
+                    delivery: Delivery::ReliableOrdered,
+                    payload,
+                });
+            }
+            Err(e) => tracing::error!(%e, ?message, "control message not encoded"),
+        }
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.outbox.pop_front()
+    }
+}
+
+impl SessionCore for PeerGuest {
+    fn handle_datagram(&mut self, now: Duration, datagram: Datagram) {
+        PeerGuest::handle_datagram(
+            self,
+            now,
+            datagram.from,
+            datagram.delivery,
+            &datagram.payload,
+        );
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        PeerGuest::poll_transmit(self)
+    }
+
+    fn poll_timeout(&self) -> Option<Duration> {
+        PeerGuest::poll_timeout(self)
+    }
+
+    fn handle_timeout(&mut self, now: Duration) {
+        PeerGuest::handle_timeout(self, now);
+    }
+}

@@ -1,0 +1,238 @@
+//! A joined guest's session: its world, its link to the host, the remote avatars' jitter buffer.
+
+use std::time::Duration;
+
+use physync_engine::link::{LinkError, Outgoing, StateLink, TimedAvatar};
+use physync_engine::session::{AvatarJitterBuffer, PlayerControls, RateMeter, SceneSetup};
+use physync_engine::world::World;
+use physync_engine::world::authority::{Direction, PlayerIndex, Verdict};
+use physync_engine::world::avatar::{Hand, MAX_PLAYERS};
+
+use super::config::GuestConfig;
+use super::stats::{GuestCounters, GuestLinkReport};
+
+/// Steps run at most per call; a guest further behind skips the rest rather than spiral.
+const MAX_CATCH_UP_STEPS: u32 = 10;
+
+/// The joined part of a guest. Local input goes through [`PlayerControls`].
+pub struct GuestSession {
+    player: PlayerIndex,
+    setup: SceneSetup,
+    world: World,
+    link: StateLink,
+    jitter: AvatarJitterBuffer,
+    roster: u8,
+    step: Duration,
+    next_step: Duration,
+    up: RateMeter,
+    down: RateMeter,
+    counters: GuestCounters,
+}
+
+impl GuestSession {
+    /// Builds the host's scene as player `player`, stepping from `now`.
+    pub(crate) fn new(
+        config: &GuestConfig,
+        player: PlayerIndex,
+        setup: SceneSetup,
+        now: Duration,
+    ) -> Result<Self, LinkError> {
+        let world_config = physync_engine::world::WorldConfig {
+            step_hz: u32::from(setup.step_hz),
+            local_player: player,
+            ..config.world
+        };
+        let world = World::new(world_config, &setup.scene.spec());
+        let mut link = config.link;
+        link.codec.max_objects = world.object_count() as u16;
+        link.state.quant = world_config.quant;
+        link.send_hz = u32::from(setup.send_hz);
+        Ok(Self {
+            player,
+            setup,
+            link: StateLink::new(link)?,
+            jitter: AvatarJitterBuffer::new(
+                config.jitter_delay,
+                u32::from(setup.step_hz),
+                world_config.quant,
+            ),
+            world,
+            roster: 1 | (1 << player),
+            step: Duration::from_secs(1) / u32::from(setup.step_hz),
+            next_step: now,
+            up: RateMeter::new(),
+            down: RateMeter::new(),
+            counters: GuestCounters::default(),
+        })
+    }
+
+    /// The scene and rates the host set.
+    pub fn setup(&self) -> SceneSetup {
+        self.setup
+    }
+
+    /// Players in the session, bit `i` for player `i` (the host's latest roster).
+    pub fn roster(&self) -> u8 {
+        self.roster
+    }
+
+    /// Players in the session, by index.
+    pub fn players(&self) -> Vec<PlayerIndex> {
+        (0..MAX_PLAYERS as u8)
+            .filter(|p| self.roster & (1 << p) != 0)
+            .collect()
+    }
+
+    /// What the host's updates did here.
+    pub fn counters(&self) -> &GuestCounters {
+        &self.counters
+    }
+
+    /// The link to the host: traffic both ways, round trip, loss.
+    pub fn link_report(&self, now: Duration) -> GuestLinkReport {
+        let stats = self.link.stats();
+        GuestLinkReport {
+            kbps_up: self.up.kbps(),
+            kbps_down: self.down.kbps(),
+            avg_kbps_up: self.up.average_kbps(now),
+            avg_kbps_down: self.down.average_kbps(now),
+            rtt_ms: stats.rtt.map(|d| d.as_secs_f64() * 1000.0),
+            loss: stats.loss,
+        }
+    }
+
+    /// The remote avatars' play-out delay.
+    pub fn jitter_delay(&self) -> Duration {
+        self.jitter.delay()
+    }
+
+    pub(crate) fn next_step(&self) -> Duration {
+        self.next_step
+    }
+
+    pub(crate) fn record_up(&mut self, now: Duration, bytes: usize) {
+        self.up.record(now, bytes);
+    }
+
+    /// Takes the host's roster: players gone drop what they held (the host's updates follow with the objects'
+    /// new authority) and leave the jitter buffer.
+    pub(crate) fn set_roster(&mut self, players: u8) {
+        let gone = self.roster & !players;
+        for p in 0..MAX_PLAYERS as u8 {
+            if gone & (1 << p) != 0 && p != self.player {
+                self.jitter.remove(p);
+                for hand in Hand::BOTH {
+                    self.world.release(p, hand);
+                }
+            }
+        }
+        self.roster = players | (1 << self.player);
+    }
+
+    /// Decodes a state packet from the host: objects judged per the rules (host to guest), avatars into the
+    /// jitter buffer.
+    pub(crate) fn receive(&mut self, now: Duration, bytes: &[u8]) -> Result<(), LinkError> {
+        self.down.record(now, bytes.len());
+        let update = self.link.receive(now, bytes)?;
+        let me = self.player;
+        let remote: Vec<TimedAvatar> = update
+            .avatars
+            .iter()
+            .filter(|a| a.state.player != me && self.roster & (1 << a.state.player) != 0)
+            .copied()
+            .collect();
+        self.jitter.push(now, update.frame, &remote);
+        for (id, state) in &update.objects {
+            let ours = self.world.authority(*id).view.authority == me;
+            match self
+                .world
+                .receive_object_state(*id, Direction::HostToGuest { guest: me }, state)
+            {
+                Ok(Verdict::Accept) => {
+                    self.counters.accepted += 1;
+                    if ours && state.authority != me {
+                        self.counters.corrections += 1;
+                    }
+                }
+                Ok(Verdict::Confirm) => self.counters.confirmed += 1,
+                Ok(Verdict::Reject) => self.counters.rejected += 1,
+                Err(_) => {
+                    return Err(LinkError::Codec(physync_codec::CodecError::Invalid {
+                        field: "object id",
+                    }));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the fixed steps due by `now` (remote avatars played from the jitter buffer before each) and returns
+    /// the state packets built.
+    pub(crate) fn run_until(&mut self, now: Duration) -> Vec<Vec<u8>> {
+        let mut packets = Vec::new();
+        let mut steps = 0;
+        while self.next_step <= now {
+            if steps == MAX_CATCH_UP_STEPS {
+                self.next_step = now + self.step;
+                break;
+            }
+            let at = self.next_step;
+            if let Some(p) = self.step_once(at) {
+                packets.push(p);
+            }
+            self.next_step += self.step;
+            steps += 1;
+        }
+        self.up.tick(now);
+        self.down.tick(now);
+        packets
+    }
+
+    fn step_once(&mut self, now: Duration) -> Option<Vec<u8>> {
+        let me = self.player;
+        let players: Vec<u8> = self.jitter.players().filter(|&p| p != me).collect();
+        for p in players {
+            if let Some(avatar) = self.jitter.sample(now, p) {
+                self.world.apply_avatar_state(&avatar);
+            }
+        }
+        self.world.step();
+        let objects = self.world.object_states();
+        let priorities = self.world.priorities();
+        let avatars = [TimedAvatar::new(
+            self.world.avatar_state(me),
+            Duration::ZERO,
+        )];
+        let out = Outgoing {
+            frame: self.world.frame(),
+            objects: &objects,
+            priorities: &priorities,
+            avatars: &avatars,
+        };
+        match self.link.build_packet(now, &out) {
+            Ok(Some(packet)) => {
+                self.up.record(now, packet.bytes.len());
+                Some(packet.bytes)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(%e, "state packet not built");
+                None
+            }
+        }
+    }
+}
+
+impl PlayerControls for GuestSession {
+    fn world(&self) -> &World {
+        &self.world
+    }
+
+    fn player(&self) -> PlayerIndex {
+        self.player
+    }
+
+    fn input_world(&mut self) -> &mut World {
+        &mut self.world
+    }
+}

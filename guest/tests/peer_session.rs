@@ -1,0 +1,228 @@
+//! Whole peer-hosted sessions on the in-memory network: one host, guests running bots, a bad link; then the
+//! session settles and every guest must agree with the host.
+
+use std::time::Duration;
+
+use physync_engine::session::sim::host_addr;
+use physync_engine::session::{PlayerControls, SessionSim, divergence, objects_of};
+use physync_engine::transport::LinkConfig;
+use physync_engine::world::avatar::Hand;
+use physync_engine::world::scene::SceneKind;
+use physync_guest::bots::{Bot, BotKind};
+use physync_guest::peer::GuestPhase;
+use physync_guest::{GuestConfig, PeerGuest};
+use physync_host::{HostConfig, PeerHost};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+type Sim = SessionSim<PeerHost, PeerGuest>;
+
+/// Half a position quantum (1/512 m) per axis, over three axes: the most two peers holding the same quantized
+/// state can disagree by.
+const QUANTIZATION_M: f32 = 0.003;
+
+fn bad_link() -> LinkConfig {
+    LinkConfig::from_rtt(
+        Duration::from_millis(250),
+        Duration::from_millis(50),
+        0.05,
+        0.01,
+    )
+}
+
+fn session(seed: u64, guests: usize) -> Sim {
+    let host = PeerHost::new(HostConfig::new(SceneKind::Table)).unwrap();
+    let mut sim = SessionSim::new(host, bad_link(), seed).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for _ in 0..guests {
+        let guest = PeerGuest::new(GuestConfig::new(host_addr(), rng.random()));
+        sim.add_guest(guest).unwrap();
+    }
+    sim
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// Runs the guests' bots (guest `i` runs `bots[i]`) until `until`.
+fn run_bots(sim: &mut Sim, bots: &mut [Bot], until: Duration) {
+    sim.run_until(
+        until,
+        |_, _| {},
+        |i, now, guest| {
+            if let (Some(bot), Some(s)) = (bots.get_mut(i), guest.session_mut()) {
+                bot.act(now, s);
+            }
+        },
+    )
+    .unwrap();
+}
+
+/// Every guest's hands open: the end of all input.
+fn release_all(sim: &mut Sim) {
+    let indices: Vec<usize> = sim.guests().map(|(i, _)| i).collect();
+    for i in indices {
+        if let Some(s) = sim.guest_mut(i).and_then(|g| g.session_mut()) {
+            for hand in Hand::BOTH {
+                PlayerControls::release(s, hand);
+            }
+        }
+    }
+}
+
+fn assert_converged(sim: &Sim) {
+    let host = sim.host().world();
+    for (i, guest) in sim.guests() {
+        assert_eq!(guest.phase(), GuestPhase::Joined, "guest {i}");
+        let world = guest.world().unwrap();
+        let d = divergence(host, world);
+        assert_eq!(d.holder_mismatches, 0, "guest {i}: {d:?}");
+        assert!(d.max_rotation_rad < 0.01, "guest {i} diverges: {d:?}");
+        for id in 0..host.object_count() as u16 {
+            let gap = (host.physics_pose(id).translation.vector
+                - world.physics_pose(id).translation.vector)
+                .norm();
+            if host.is_at_rest(id) {
+                assert!(
+                    gap <= QUANTIZATION_M,
+                    "guest {i}, object {id} at rest: {gap} m"
+                );
+            } else {
+                // Still moving after the settle (see the report: a cube can slide on a quantization fixed
+                // point): the copies may differ by what it travels in one trip of the bad link.
+                let speed = host.linear_velocity(id).norm();
+                assert!(speed < 0.5, "object {id} still flying at {speed} m/s");
+                assert!(
+                    gap <= speed * 0.5 + QUANTIZATION_M,
+                    "guest {i}, moving object {id}: {gap} m"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn three_bots_under_loss_converge_after_settling() {
+    let mut sim = session(11, 3);
+    let mut bots: Vec<Bot> = BotKind::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| Bot::new(k, 100 + i as u64))
+        .collect();
+    run_bots(&mut sim, &mut bots, secs(60.0));
+    release_all(&mut sim);
+    sim.run_idle_until(secs(65.0)).unwrap();
+    for (i, bot) in bots.iter().enumerate() {
+        let a = bot.actions();
+        assert!(
+            a.grabs >= 5,
+            "bot {i} ({:?}) barely played: {a:?}",
+            bot.kind()
+        );
+    }
+    assert!(bots[0].actions().placed >= 5);
+    assert!(bots[1].actions().thrown >= 5);
+    let c = sim.host().counters();
+    assert!(c.authority_transfers > 20, "{c:?}");
+    assert_eq!(c.drops.total(), 0, "{c:?}");
+    assert_eq!(c.bad_updates.total(), 0, "{c:?}");
+    assert_converged(&sim);
+}
+
+/// The cube both grabbers go for: in the middle of the table.
+const CONTESTED: u16 = 27;
+
+/// Guests 0 and 1 move their right hands onto the same cube and grab it in the same frame.
+fn contest(sim: &mut Sim) {
+    for i in 0..2 {
+        let s = sim.guest_mut(i).unwrap().session_mut().unwrap();
+        let at = s.world().physics_pose(CONTESTED);
+        PlayerControls::set_hand_pose(s, Hand::Right, at);
+        PlayerControls::grab(s, Hand::Right, CONTESTED).unwrap();
+    }
+}
+
+fn holders(sim: &Sim, id: u16) -> Vec<Option<u8>> {
+    let mut h = vec![sim.host().world().holder(id).map(|h| h.player)];
+    h.extend(
+        sim.guests()
+            .map(|(_, g)| g.world().unwrap().holder(id).map(|h| h.player)),
+    );
+    h
+}
+
+#[test]
+fn two_grabbers_reaching_for_one_cube_end_with_one_owner() {
+    let mut sim = session(5, 2);
+    sim.run_idle_until(secs(3.0)).unwrap();
+    contest(&mut sim);
+    sim.run_idle_until(secs(8.0)).unwrap();
+    let owners = holders(&sim, CONTESTED);
+    assert!(owners[0].is_some(), "{owners:?}");
+    assert!(owners.iter().all(|o| *o == owners[0]), "{owners:?}");
+    for (_, g) in sim.guests() {
+        let me = g.session().unwrap().player();
+        let grip = g.world().unwrap().grip(me, Hand::Right);
+        assert_eq!(grip.is_some(), owners[0] == Some(me), "player {me}");
+    }
+    assert_converged(&sim);
+}
+
+#[test]
+fn the_winner_dropping_out_mid_grab_releases_the_cube_everywhere() {
+    let mut sim = session(6, 3);
+    sim.run_idle_until(secs(3.0)).unwrap();
+    contest(&mut sim);
+    sim.run_idle_until(secs(6.0)).unwrap();
+    let winner = sim.host().world().holder(CONTESTED).unwrap().player;
+    let index = sim
+        .guests()
+        .find(|(_, g)| g.session().unwrap().player() == winner)
+        .map(|(i, _)| i)
+        .unwrap();
+    sim.remove_guest(index);
+    // The host notices after its 5 s timeout; then the roster and the objects' new authority reach the others.
+    sim.run_idle_until(secs(16.0)).unwrap();
+    assert_eq!(sim.host().counters().timeouts, 1);
+    assert_eq!(holders(&sim, CONTESTED), vec![None; 3]);
+    assert!(objects_of(sim.host().world(), winner).is_empty());
+    for (_, g) in sim.guests() {
+        assert!(objects_of(g.world().unwrap(), winner).is_empty());
+        assert!(!g.session().unwrap().players().contains(&winner));
+    }
+    assert_converged(&sim);
+}
+
+#[test]
+fn a_guest_dropping_out_mid_grab_under_bot_play_leaves_nothing_behind() {
+    let mut sim = session(12, 3);
+    let mut bots: Vec<Bot> = BotKind::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| Bot::new(k, 200 + i as u64))
+        .collect();
+    run_bots(&mut sim, &mut bots, secs(30.0));
+    // Wait (bounded) for the grabber (guest 2) to hold a cube, then pull its cable.
+    let mut t = 30.0;
+    while !sim
+        .guest(2)
+        .and_then(|g| g.session())
+        .is_some_and(|s| bots[2].is_holding(s))
+    {
+        t += 0.05;
+        assert!(t < 40.0, "the grabber never held a cube");
+        run_bots(&mut sim, &mut bots, secs(t));
+    }
+    let departed = sim.guest(2).unwrap().session().unwrap().player();
+    sim.remove_guest(2);
+    run_bots(&mut sim, &mut bots[..2], secs(60.0));
+    release_all(&mut sim);
+    sim.run_idle_until(secs(65.0)).unwrap();
+    assert_eq!(sim.host().counters().timeouts, 1);
+    assert!(objects_of(sim.host().world(), departed).is_empty());
+    for (_, g) in sim.guests() {
+        assert!(objects_of(g.world().unwrap(), departed).is_empty());
+    }
+    assert_converged(&sim);
+}

@@ -1,0 +1,90 @@
+//! How a peer host runs: scene, player count, rates, timeouts, who is refused, and where objects may be.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use physync_codec::QuantConfig;
+use physync_engine::link::LinkSettings;
+use physync_engine::session::{PEER_PROTOCOL_ID, PEER_PROTOCOL_VERSION};
+use physync_engine::world::WorldConfig;
+use physync_engine::world::avatar::MAX_PLAYERS;
+use physync_engine::world::scene::SceneKind;
+
+/// The box objects must stay in; a guest update placing one outside is refused and counted. Generous around
+/// the scene's floor: thrown cubes fly, and may fall off the edge, but never this far.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorldBounds {
+    /// Smallest x, y, z (m).
+    pub min: [f32; 3],
+    /// Largest x, y, z (m).
+    pub max: [f32; 3],
+}
+
+impl WorldBounds {
+    /// The floor's square widened by 5 m, from 2 m below the floor to 30 m above it.
+    pub fn around_floor(floor_half_extent: f32) -> Self {
+        let h = floor_half_extent + 5.0;
+        Self {
+            min: [-h, -2.0, -h],
+            max: [h, 30.0, h],
+        }
+    }
+
+    /// Whether a position lies inside.
+    pub fn contains(&self, p: [f32; 3]) -> bool {
+        (0..3).all(|i| p[i] >= self.min[i] && p[i] <= self.max[i])
+    }
+}
+
+/// Everything a [`super::PeerHost`] is configured with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostConfig {
+    /// The scene every player builds.
+    pub scene: SceneKind,
+    /// Players admitted, the host included (2..=4; 4 by default).
+    pub max_players: u8,
+    /// The simulation (its `local_player` is forced to 0, the host).
+    pub world: WorldConfig,
+    /// Each guest link's codec, send rate (60 Hz) and byte budget (32,000 B/s = 256 kbps); `max_objects` is set
+    /// from the scene.
+    pub link: LinkSettings,
+    /// Protocol id control messages must carry.
+    pub protocol_id: u16,
+    /// Protocol version a join request must name.
+    pub version: u16,
+    /// How often a keep-alive goes to each guest on the reliable channel (also keeps laminar's acks flowing).
+    pub keepalive_interval: Duration,
+    /// A guest not heard from for this long is dropped.
+    pub timeout: Duration,
+    /// Addresses refused with [`physync_engine::session::RejectReason::Banned`].
+    pub banned: Vec<IpAddr>,
+    /// Where objects may be; `None` derives it from the scene's floor.
+    pub bounds: Option<WorldBounds>,
+    /// Frames a corrected object stays at top priority on the link to the guest being corrected.
+    pub correction_frames: u32,
+}
+
+impl HostConfig {
+    /// Defaults for `scene`: 4 players, 60 Hz steps and sends, 256 kbps per link, keep-alives every 250 ms, a
+    /// 5 s timeout.
+    pub fn new(scene: SceneKind) -> Self {
+        Self {
+            scene,
+            max_players: MAX_PLAYERS as u8,
+            world: WorldConfig::default(),
+            link: LinkSettings::default(),
+            protocol_id: PEER_PROTOCOL_ID,
+            version: PEER_PROTOCOL_VERSION,
+            keepalive_interval: Duration::from_millis(250),
+            timeout: Duration::from_secs(5),
+            banned: Vec::new(),
+            bounds: None,
+            correction_frames: 10,
+        }
+    }
+
+    /// The quantization shared by world and links.
+    pub fn quant(&self) -> QuantConfig {
+        self.world.quant
+    }
+}

@@ -1,0 +1,66 @@
+//! What the host keeps for each joined guest.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use physync_engine::link::StateLink;
+use physync_engine::session::RateMeter;
+use physync_engine::session::jitter::SenderClock;
+use physync_engine::world::authority::PlayerIndex;
+
+use super::stats::{BadUpdates, GuestReport, ms};
+
+/// One joined guest: its state link, liveness, traffic and counters.
+#[derive(Debug)]
+pub(crate) struct GuestLink {
+    pub(crate) player: PlayerIndex,
+    pub(crate) addr: SocketAddr,
+    pub(crate) nonce: u64,
+    pub(crate) link: StateLink,
+    pub(crate) last_heard: Duration,
+    pub(crate) next_keepalive: Duration,
+    pub(crate) up: RateMeter,
+    pub(crate) down: RateMeter,
+    /// The guest's frame clock mapped to the host's, for the sample offsets of relayed avatars.
+    pub(crate) clock: SenderClock,
+    /// Host time (s) at which the newest applied avatar of this guest was sampled.
+    pub(crate) avatar_sampled_at: Option<f64>,
+    /// Per object: frames left at correction priority on this link.
+    pub(crate) boosts: Vec<u32>,
+    pub(crate) conflicts: u64,
+    pub(crate) corrections: u64,
+    pub(crate) bad: BadUpdates,
+}
+
+impl GuestLink {
+    /// Starts a correction of `id` on this link (a new episode unless one is running); returns whether it is new.
+    pub(crate) fn correct(&mut self, id: u16, frames: u32) -> bool {
+        let Some(b) = self.boosts.get_mut(usize::from(id)) else {
+            return false;
+        };
+        let new = *b == 0;
+        *b = frames;
+        if new {
+            self.corrections += 1;
+        }
+        new
+    }
+
+    pub(crate) fn report(&self, now: Duration) -> GuestReport {
+        let stats = self.link.stats();
+        GuestReport {
+            player: self.player,
+            addr: self.addr,
+            kbps_up: self.up.kbps(),
+            kbps_down: self.down.kbps(),
+            avg_kbps_up: self.up.average_kbps(now),
+            avg_kbps_down: self.down.average_kbps(now),
+            rtt_ms: ms(stats.rtt),
+            loss: stats.loss,
+            conflicts: self.conflicts,
+            corrections: self.corrections,
+            bad_updates: self.bad,
+            packets_received: stats.packets_received,
+        }
+    }
+}
