@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use egui::{Color32, Panel, PointerButton, Pos2, Rect, RichText, ScrollArea, Sense, Slider, Ui};
+use egui::{Panel, PointerButton, Pos2, Rect, RichText, ScrollArea, Sense, Slider, Ui};
 use nalgebra::{Point3, Vector3};
 
 use crate::camera::OrbitCamera;
@@ -93,7 +93,10 @@ impl SessionScreen {
         let clock = ui.input(|i| i.time);
         let opened_at = *self.opened_at.get_or_insert(clock);
         let now = Duration::from_secs_f64((clock - opened_at).max(0.0));
-        self.handle.update(now);
+        self.handle.update();
+        if let Some(notice) = self.handle.take_notice() {
+            self.message = Some(notice);
+        }
         if let SessionStatus::Ended(reason) = self.handle.status() {
             return Some(SessionExit::Ended(reason));
         }
@@ -101,21 +104,12 @@ impl SessionScreen {
         ui.ctx().request_repaint();
 
         Panel::top("session_title").show(ui, |ui| {
-            let title = self.handle.title();
-            match self.handle.kind() {
-                SessionKind::OfflinePreview => {
-                    ui.label(
-                        RichText::new(title)
-                            .color(Color32::from_rgb(255, 200, 80))
-                            .strong(),
-                    );
-                }
-                SessionKind::Host | SessionKind::Guest => {
-                    ui.label(RichText::new(title).strong());
-                }
-            }
+            ui.label(RichText::new(self.handle.title()).strong());
             if self.handle.status() == SessionStatus::Connecting {
-                ui.label("Connecting…");
+                ui.label(match self.handle.kind() {
+                    SessionKind::Guest => "Connecting… waiting for the host to let this viewer in.",
+                    SessionKind::Host => "Starting…",
+                });
             }
         });
         let mut exit = None;
@@ -169,6 +163,7 @@ impl SessionScreen {
         });
         ui.separator();
         ui.heading("Link conditioner");
+        ui.label("Applied to everything this peer sends.");
         let before = self.conditioner;
         let c = &mut self.conditioner;
         ui.add(Slider::new(&mut c.latency_ms, 0..=500).text("latency ms"));
