@@ -103,9 +103,7 @@ pub fn run_peer_guest(args: &PeerGuestArgs) -> Result<(GuestSummary, bool), RunE
     let now = guest.now();
     let summary = GuestSummary {
         ended: describe(guest.end_reason()),
-        player: guest
-            .session()
-            .map(physync_engine::session::PlayerControls::player),
+        player: guest.session().map(|s| s.player()),
         seconds: now.as_secs_f64(),
         bot: format!("{:?}", bot.actions()),
         link: guest.session().map(|s| s.link_report(now)),

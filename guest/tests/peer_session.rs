@@ -127,6 +127,14 @@ fn three_bots_under_loss_converge_after_settling() {
     assert!(c.authority_transfers > 20, "{c:?}");
     assert_eq!(c.drops.total(), 0, "{c:?}");
     assert_eq!(c.bad_updates.total(), 0, "{c:?}");
+    for r in sim.host().guest_reports() {
+        let rtt = r.rtt_ms.unwrap();
+        assert!((200.0..400.0).contains(&rtt), "{r:?}");
+        assert!(r.loss < 0.2, "{r:?}");
+        assert!(r.packets_received > 3000, "{r:?}");
+        assert!(r.authority_transfers > 0, "{r:?}");
+        assert!(r.avg_kbps_up < 256.0, "{r:?}");
+    }
     assert_converged(&sim);
 }
 
@@ -225,4 +233,43 @@ fn a_guest_dropping_out_mid_grab_under_bot_play_leaves_nothing_behind() {
         assert!(objects_of(g.world().unwrap(), departed).is_empty());
     }
     assert_converged(&sim);
+}
+
+#[test]
+fn remote_avatars_play_back_smoothly_behind_the_jitter_buffer() {
+    let mut sim = session(8, 1);
+    sim.run_idle_until(secs(2.0)).unwrap();
+    // The host sweeps its right hand along x at 1 m/s; the guest records where it shows that hand.
+    let start = sim.now();
+    let hand_x = |t: Duration| (t.saturating_sub(start)).as_secs_f32() - 2.0;
+    let mut shown: Vec<(Duration, f32)> = Vec::new();
+    sim.run_until(
+        secs(6.0),
+        |now, host| {
+            let pose = nalgebra::Isometry3::translation(hand_x(now), 1.2, -4.0);
+            PlayerControls::set_hand_pose(host, Hand::Right, pose);
+        },
+        |_, now, guest| {
+            if let Some(w) = guest.world() {
+                shown.push((now, w.avatar_pose(0).hands[1].translation.x));
+            }
+        },
+    )
+    .unwrap();
+    let moving: Vec<&(Duration, f32)> = shown.iter().filter(|(t, _)| *t > secs(3.5)).collect();
+    assert!(moving.len() > 100);
+    // Smooth: never steps back, never jumps more than the sweep covers in a couple of frames.
+    for pair in moving.windows(2) {
+        let step = pair[1].1 - pair[0].1;
+        assert!(step > -0.002, "stepped back {step} at {:?}", pair[1].0);
+        assert!(step < 0.05, "jumped {step} at {:?}", pair[1].0);
+    }
+    // Behind by the one-way delay (125 ms less the jitter the fastest packet got) plus the 100 ms buffer.
+    // Steady: the 50 ms jitter of arrivals does not show in the lag.
+    let lags: Vec<f32> = moving.iter().map(|&&(t, x)| hand_x(t) - x).collect();
+    let (min, max) = lags
+        .iter()
+        .fold((f32::MAX, f32::MIN), |(lo, hi), &l| (lo.min(l), hi.max(l)));
+    assert!(min > 0.15 && max < 0.25, "lag between {min} and {max} s");
+    assert!(max - min < 0.03, "lag between {min} and {max} s");
 }

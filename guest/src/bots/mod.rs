@@ -31,6 +31,8 @@ const CARRY_HEIGHT: f32 = 1.4;
 const TOWER_HEIGHT: usize = 5;
 /// Horizontal speed of a throw (m/s).
 const THROW_SPEED: f32 = 6.0;
+/// Shortest flight of a throw (s).
+const MIN_FLIGHT: f32 = 0.4;
 /// Gravity the thrower aims with (m/s²).
 const GRAVITY: f32 = 9.81;
 /// How close (m) another player's hand must be to a free cube for the grabber to contest it.
@@ -366,12 +368,12 @@ impl Bot {
     }
 }
 
-/// Launch velocity from `from` that lands on `to` with [`THROW_SPEED`] horizontally.
+/// Launch velocity from `from` that lands on `to`: at most [`THROW_SPEED`] horizontally, in the air at least
+/// [`MIN_FLIGHT`] seconds (a lob for close targets, never a rocket).
 fn aim(from: Point3<f32>, to: Point3<f32>) -> Vector3<f32> {
     let d = to - from;
     let horizontal = Vector3::new(d.x, 0.0, d.z);
-    let distance = horizontal.norm().max(0.1);
-    let t = distance / THROW_SPEED;
+    let t = (horizontal.norm() / THROW_SPEED).max(MIN_FLIGHT);
     let vy = (d.y + 0.5 * GRAVITY * t * t) / t;
-    horizontal / distance * THROW_SPEED + Vector3::y() * vy
+    horizontal / t + Vector3::y() * vy
 }

@@ -8,6 +8,8 @@
 mod config;
 mod session;
 mod stats;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -16,8 +18,7 @@ use std::time::Duration;
 use physync_codec::CodecError;
 use physync_engine::link::LinkError;
 use physync_engine::session::{
-    ControlError, ControlMessage, PlayerControls, RejectReason, SessionCore, decode_control,
-    encode_control,
+    ControlError, ControlMessage, RejectReason, SessionCore, decode_control, encode_control,
 };
 use physync_engine::transport::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, Transmit};
 use physync_engine::world::World;
@@ -233,7 +234,10 @@ impl PeerGuest {
                     field: "protocol id" | "protocol version",
                 }),
             ) => self.drops.wrong_protocol += 1,
-            Err(_) => self.drops.malformed += 1,
+            Err(e) => {
+                tracing::debug!(%e, "state packet dropped");
+                self.drops.malformed += 1;
+            }
         }
     }
 

@@ -66,6 +66,16 @@ impl GuestSession {
         })
     }
 
+    /// The local world, for rendering and inspection (also [`PlayerControls::world`]).
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// The player slot the host gave this guest (also [`PlayerControls::player`]).
+    pub fn player(&self) -> PlayerIndex {
+        self.player
+    }
+
     /// The scene and rates the host set.
     pub fn setup(&self) -> SceneSetup {
         self.setup
@@ -225,11 +235,11 @@ impl GuestSession {
 
 impl PlayerControls for GuestSession {
     fn world(&self) -> &World {
-        &self.world
+        GuestSession::world(self)
     }
 
     fn player(&self) -> PlayerIndex {
-        self.player
+        GuestSession::player(self)
     }
 
     fn input_world(&mut self) -> &mut World {

@@ -29,6 +29,8 @@ pub(crate) struct GuestLink {
     pub(crate) boosts: Vec<u32>,
     pub(crate) conflicts: u64,
     pub(crate) corrections: u64,
+    /// Authority changes in the host's world to or from this guest's player.
+    pub(crate) authority_transfers: u64,
     pub(crate) bad: BadUpdates,
 }
 
@@ -59,6 +61,7 @@ impl GuestLink {
             loss: stats.loss,
             conflicts: self.conflicts,
             corrections: self.corrections,
+            authority_transfers: self.authority_transfers,
             bad_updates: self.bad,
             packets_received: stats.packets_received,
         }

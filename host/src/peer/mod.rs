@@ -17,7 +17,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use physync_codec::{CodecError, ObjectState};
+use nalgebra::Vector3;
+use physync_codec::{BodyState, CodecError, ObjectState};
 use physync_engine::link::{LinkError, LinkSettings, Outgoing, StateLink, TimedAvatar};
 use physync_engine::session::jitter::SenderClock;
 use physync_engine::session::{
@@ -39,6 +40,9 @@ use validate::Bad;
 
 /// Priority of an object being corrected on a link: above everything but nothing special to the codec.
 pub const CORRECTION_PRIORITY: f32 = 1_000_000.0;
+
+/// Height (m) above its starting place from which an object that left the world bounds is dropped back in.
+pub const RESPAWN_DROP: f32 = 1.0;
 
 /// Steps run at most per [`PeerHost::handle_timeout`]; a host further behind skips the rest of the backlog
 /// rather than spiral.
@@ -76,6 +80,7 @@ pub struct PeerHost {
     next_step: Duration,
     now: Duration,
     authorities: Vec<PlayerIndex>,
+    spawns: Vec<BodyState>,
     counters: HostCounters,
     up: RateMeter,
     ended: bool,
@@ -122,6 +127,23 @@ impl PeerHost {
             send_hz: config.link.send_hz as u16,
         };
         let authorities = vec![DEFAULT_AUTHORITY; world.object_count()];
+        let quant = config.world.quant;
+        let spawns = spec
+            .objects
+            .iter()
+            .map(|o| {
+                let p = o.pose.translation.vector + Vector3::y() * RESPAWN_DROP;
+                let q = o.pose.rotation;
+                BodyState::quantize(
+                    &quant,
+                    [p.x, p.y, p.z],
+                    [q.i, q.j, q.k, q.w],
+                    [0.0; 3],
+                    [0.0; 3],
+                    false,
+                )
+            })
+            .collect();
         Ok(Self {
             config,
             setup,
@@ -133,6 +155,7 @@ impl PeerHost {
             next_step: Duration::ZERO,
             now: Duration::ZERO,
             authorities,
+            spawns,
             counters: HostCounters::default(),
             up: RateMeter::new(),
             ended: false,
@@ -333,6 +356,7 @@ impl PeerHost {
                 boosts: vec![0; self.world.object_count()],
                 conflicts: 0,
                 corrections: 0,
+                authority_transfers: 0,
                 bad: BadUpdates::default(),
             },
         );
@@ -512,6 +536,33 @@ impl PeerHost {
         debug_assert_eq!(verdict, Ok(Verdict::Accept));
     }
 
+    /// Objects that left the world bounds (thrown off the floor, fallen through it) drop back in above their
+    /// starting place under default authority (authority sequence +1, so every peer takes it).
+    fn respawn_fallen(&mut self) {
+        let quant = self.config.world.quant;
+        for id in 0..self.world.object_count() as ObjectId {
+            if self.world.holder(id).is_some() {
+                continue;
+            }
+            let state = self.world.object_state(id);
+            if self.bounds.contains(state.body.position_f32(&quant)) {
+                continue;
+            }
+            let respawned = ObjectState {
+                body: self.spawns[usize::from(id)],
+                authority: DEFAULT_AUTHORITY,
+                authority_seq: state.authority_seq.wrapping_add(1),
+                ownership_seq: state.ownership_seq,
+            };
+            let sender = state.authority;
+            let verdict =
+                self.world
+                    .receive_object_state(id, Direction::GuestToHost { sender }, &respawned);
+            debug_assert_eq!(verdict, Ok(Verdict::Accept));
+            self.counters.respawns += 1;
+        }
+    }
+
     /// When [`PeerHost::handle_timeout`] must run next: the next fixed step (which also sends and checks
     /// liveness). `None` once the host has left.
     pub fn poll_timeout(&self) -> Option<Duration> {
@@ -567,10 +618,16 @@ impl PeerHost {
 
     fn step(&mut self, now: Duration) {
         self.world.step();
+        self.respawn_fallen();
         for (id, last) in self.authorities.iter_mut().enumerate() {
             let current = self.world.authority(id as ObjectId).view.authority;
             if current != *last {
                 self.counters.authority_transfers += 1;
+                for g in self.guests.values_mut() {
+                    if g.player == current || g.player == *last {
+                        g.authority_transfers += 1;
+                    }
+                }
                 *last = current;
             }
         }

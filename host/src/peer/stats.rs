@@ -66,6 +66,8 @@ pub struct GuestReport {
     pub conflicts: u64,
     /// Correction episodes started for this guest.
     pub corrections: u64,
+    /// Authority changes in the host's world to or from this guest.
+    pub authority_transfers: u64,
     /// This guest's bad updates.
     pub bad_updates: BadUpdates,
     /// State packets received from it.
@@ -83,6 +85,8 @@ pub struct HostCounters {
     pub authority_transfers: u64,
     /// Bad updates by kind.
     pub bad_updates: BadUpdates,
+    /// Objects that left the world bounds and were dropped back in.
+    pub respawns: u64,
     /// Dropped datagrams by kind.
     pub drops: DropCounters,
     /// Guests admitted.

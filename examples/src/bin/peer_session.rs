@@ -1,0 +1,214 @@
+//! A peer-hosted session on the in-memory network: a host and guests playing with bots over a conditioned link
+//! for a while, then a settle without input; prints traffic per guest and at the host, conflicts, corrections,
+//! authority transfers, and whether every guest ended within quantization error of the host.
+//!
+//! `cargo run --release -p physync-examples --bin peer_session -- --players 4 --seconds 60 --rtt-ms 250
+//! --jitter-ms 50 --loss 0.05 --json`
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use physync_engine::session::sim::host_addr;
+use physync_engine::session::{PlayerControls, SessionSim, divergence};
+use physync_engine::transport::{LinkConfig, TrafficCounters};
+use physync_engine::world::avatar::Hand;
+use physync_engine::world::scene::SceneKind;
+use physync_guest::bots::{Bot, BotKind};
+use physync_guest::{GuestConfig, PeerGuest};
+use physync_host::{HostConfig, PeerHost};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+/// Runs a bot-driven peer session on the in-memory network and reports traffic and convergence.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Players, the host included (2..=4).
+    #[arg(long, default_value_t = 4)]
+    players: u8,
+    /// Seconds of play.
+    #[arg(long, default_value_t = 60.0)]
+    seconds: f64,
+    /// Seconds without input after play, before convergence is measured.
+    #[arg(long, default_value_t = 5.0)]
+    settle_seconds: f64,
+    /// Round-trip time of every link (ms).
+    #[arg(long, default_value_t = 250)]
+    rtt_ms: u64,
+    /// One-way jitter (ms).
+    #[arg(long, default_value_t = 50)]
+    jitter_ms: u64,
+    /// Loss probability per datagram.
+    #[arg(long, default_value_t = 0.05)]
+    loss: f64,
+    /// Duplication probability per datagram.
+    #[arg(long, default_value_t = 0.01)]
+    duplicate: f64,
+    /// Byte budget of every link, kbps.
+    #[arg(long, default_value_t = 256)]
+    budget_kbps: u32,
+    /// The host's own bot (builder, thrower, grabber), or none.
+    #[arg(long, default_value = "builder")]
+    host_bot: String,
+    /// Scene: table, katamari or tower.
+    #[arg(long, default_value = "table")]
+    scene: SceneKind,
+    /// Seed of the network, the nonces and the bots.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    players: u8,
+    seconds: f64,
+    rtt_ms: u64,
+    jitter_ms: u64,
+    loss: f64,
+    duplicate: f64,
+    budget_kbps: u32,
+    kbps_per_guest_up: Vec<f64>,
+    kbps_per_guest_down: Vec<f64>,
+    host_kbps_up_total: f64,
+    host_kbps_down_total: f64,
+    conflicts: u64,
+    corrections: u64,
+    authority_transfers: u64,
+    bad_updates: u64,
+    respawns: u64,
+    dropped_datagrams: u64,
+    converged: bool,
+    max_divergence_mm: f64,
+    authority_mismatches: usize,
+    holder_mismatches: usize,
+    objects_moving_after_settle: usize,
+    bot_grabs: u64,
+    bot_throws: u64,
+    bot_placements: u64,
+    wall_seconds: f64,
+}
+
+/// Two peers holding the same quantized state differ by at most this much (half a 1/512 m step on three axes).
+const QUANTIZATION_MM: f64 = 3.0;
+
+fn kbps(t: &TrafficCounters, elapsed: Duration) -> (f64, f64) {
+    (t.kbps_sent(elapsed), t.kbps_received(elapsed))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let wall = Instant::now();
+    let mut config = HostConfig::new(args.scene);
+    config.max_players = args.players;
+    config.link.bytes_per_second = args.budget_kbps * 1000 / 8;
+    let host = PeerHost::new(config)?;
+    let link = LinkConfig::from_rtt(
+        Duration::from_millis(args.rtt_ms),
+        Duration::from_millis(args.jitter_ms),
+        args.loss,
+        args.duplicate,
+    );
+    let mut sim: SessionSim<PeerHost, PeerGuest> = SessionSim::new(host, link, args.seed)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let guests = usize::from(args.players.saturating_sub(1));
+    let mut bots = Vec::new();
+    for i in 0..guests {
+        let mut guest_config = GuestConfig::new(host_addr(), rng.random());
+        guest_config.link.bytes_per_second = args.budget_kbps * 1000 / 8;
+        sim.add_guest(PeerGuest::new(guest_config))?;
+        bots.push(Bot::new(BotKind::ALL[i % BotKind::ALL.len()], rng.random()));
+    }
+    let mut host_bot = match args.host_bot.as_str() {
+        "none" => None,
+        name => Some(Bot::new(name.parse()?, rng.random())),
+    };
+
+    let play = Duration::from_secs_f64(args.seconds);
+    sim.run_until(
+        play,
+        |now, host| {
+            if let Some(bot) = &mut host_bot {
+                bot.act(now, host);
+            }
+        },
+        |i, now, guest| {
+            if let (Some(bot), Some(s)) = (bots.get_mut(i), guest.session_mut()) {
+                bot.act(now, s);
+            }
+        },
+    )?;
+    let host_traffic = sim.host_traffic();
+    let guest_traffic: Vec<TrafficCounters> = (0..guests).map(|i| sim.guest_traffic(i)).collect();
+
+    for hand in Hand::BOTH {
+        sim.host_mut().release(hand);
+    }
+    for i in 0..guests {
+        if let Some(s) = sim.guest_mut(i).and_then(|g| g.session_mut()) {
+            for hand in Hand::BOTH {
+                s.release(hand);
+            }
+        }
+    }
+    sim.run_idle_until(play + Duration::from_secs_f64(args.settle_seconds))?;
+
+    let host_world = sim.host().world();
+    let mut max_mm = 0.0f64;
+    let (mut authority_mismatches, mut holder_mismatches) = (0, 0);
+    let mut joined = 0;
+    for (_, g) in sim.guests() {
+        let Some(world) = g.world() else { continue };
+        joined += 1;
+        let d = divergence(host_world, world);
+        max_mm = max_mm.max(f64::from(d.max_position_m) * 1000.0);
+        authority_mismatches += d.authority_mismatches;
+        holder_mismatches += d.holder_mismatches;
+    }
+    let moving = (0..host_world.object_count() as u16)
+        .filter(|&id| !host_world.is_at_rest(id))
+        .count();
+    let (host_up, host_down) = kbps(&host_traffic, play);
+    let (up, down): (Vec<f64>, Vec<f64>) = guest_traffic.iter().map(|t| kbps(t, play)).unzip();
+    let c = sim.host().counters();
+    let all_bots = bots.iter().chain(host_bot.iter());
+    let report = Report {
+        players: args.players,
+        seconds: args.seconds,
+        rtt_ms: args.rtt_ms,
+        jitter_ms: args.jitter_ms,
+        loss: args.loss,
+        duplicate: args.duplicate,
+        budget_kbps: args.budget_kbps,
+        kbps_per_guest_up: up,
+        kbps_per_guest_down: down,
+        host_kbps_up_total: host_up,
+        host_kbps_down_total: host_down,
+        conflicts: c.conflicts,
+        corrections: c.corrections,
+        authority_transfers: c.authority_transfers,
+        bad_updates: c.bad_updates.total(),
+        respawns: c.respawns,
+        dropped_datagrams: c.drops.total(),
+        converged: joined == guests
+            && max_mm <= QUANTIZATION_MM
+            && authority_mismatches == 0
+            && holder_mismatches == 0,
+        max_divergence_mm: max_mm,
+        authority_mismatches,
+        holder_mismatches,
+        objects_moving_after_settle: moving,
+        bot_grabs: all_bots.clone().map(|b| b.actions().grabs).sum(),
+        bot_throws: all_bots.clone().map(|b| b.actions().thrown).sum(),
+        bot_placements: all_bots.map(|b| b.actions().placed).sum(),
+        wall_seconds: wall.elapsed().as_secs_f64(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!("{report:#?}");
+    }
+    Ok(())
+}
