@@ -1,11 +1,17 @@
 //! A running session over UDP: a host or guest core ([`Role`]) on a [`LaminarDriver`], the bots this viewer
-//! added, and the views the session screen draws, refreshed from the core's world after every pump.
+//! added, and the views the session screen draws.
+//!
+//! A pump thread drives the core and the bots on the wall clock (every core deadline, and at least every
+//! [`MAX_PUMP_INTERVAL`]), so the session's timing and round trips do not depend on the window's frame rate.
+//! Each frame the screen takes the lock briefly to refresh its views from the core's world and counters.
 //!
 //! The viewer decides nothing here: datagrams, deadlines and rules are the core's; local input goes through
-//! the core's [`physync_engine::session::PlayerControls`], so the local player's moves land in the world on
-//! the frame they happen.
+//! the core's [`physync_engine::session::PlayerControls`] under the same lock, so the local player's moves land in the world, and on
+//! the screen, on the frame they happen.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use nalgebra::{Isometry3, Point3, UnitQuaternion, Vector3};
@@ -37,82 +43,49 @@ pub const MAX_THROW_SPEED: f32 = 12.0;
 pub const LINGER: Duration = Duration::from_millis(150);
 /// How far beyond the floor's edge the mouse may carry a cube (the host refuses positions 5 m beyond it).
 const CARRY_MARGIN: f32 = 3.0;
+/// Shortest pause of the pump thread, so a core that is behind does not starve the window of the lock.
+const MIN_PUMP_PAUSE: Duration = Duration::from_micros(200);
 
-/// A host or guest core running over UDP, with its bots. See the module documentation.
-pub struct LiveSession<R: Role> {
+/// What the pump thread and the window share.
+struct Shared<R> {
     core: R,
     driver: LaminarDriver,
-    title: String,
     bots: Vec<BotGuest>,
-    rng: ChaCha8Rng,
-    bodies: Vec<BodyView>,
-    avatars: Vec<AvatarView>,
-    players: Vec<PlayerView>,
-    links: Vec<LinkStats>,
-    rates: BTreeMap<PlayerId, [CountRate; 2]>,
     failure: Option<String>,
     notice: Option<String>,
-    carry_limit: Option<f32>,
-    left: bool,
+    /// Set on leaving: the thread pumps until then so the goodbyes leave, then stops.
+    linger_until: Option<Instant>,
 }
 
-impl<R: Role> LiveSession<R> {
-    /// Wraps a core and the driver it talks through; `seed` seeds the bots this session adds.
-    pub fn new(core: R, driver: LaminarDriver, title: String, seed: u64) -> Self {
-        let mut session = Self {
-            core,
-            driver,
-            title,
-            bots: Vec::new(),
-            rng: ChaCha8Rng::seed_from_u64(seed),
-            bodies: Vec::new(),
-            avatars: Vec::new(),
-            players: Vec::new(),
-            links: Vec::new(),
-            rates: BTreeMap::new(),
-            failure: None,
-            notice: None,
-            carry_limit: None,
-            left: false,
+impl<R: Role> Shared<R> {
+    /// One turn for the core and every bot; returns how long the thread may pause.
+    fn pump(&mut self) -> Duration {
+        let wait = match pump_udp(&mut self.driver, &mut self.core, |_, _| {}) {
+            Ok(wait) => wait,
+            Err(e) => {
+                if self.linger_until.is_none() {
+                    self.failure = Some(format!("network error: {e}"));
+                }
+                MAX_PUMP_INTERVAL
+            }
         };
-        session.refresh();
-        session
-    }
-
-    /// The core, for inspection.
-    pub fn core(&self) -> &R {
-        &self.core
-    }
-
-    /// The bots this session runs.
-    pub fn bots(&self) -> &[BotGuest] {
-        &self.bots
-    }
-
-    /// Where this peer's socket is bound.
-    pub fn local_addr(&self) -> std::net::SocketAddr {
-        self.driver.local_addr()
-    }
-
-    /// Pumps the bots; a bot whose session ended is dropped, with a notice when the host refused it.
-    fn pump_bots(&mut self) {
-        let mut notices = Vec::new();
+        let mut notice = None;
         self.bots.retain_mut(|bot| {
             if let Err(e) = bot.pump() {
-                notices.push(format!("the {} bot lost its socket: {e}", bot.kind()));
+                notice = Some(format!("the {} bot lost its socket: {e}", bot.kind()));
                 return false;
             }
             match bot.end_reason() {
                 None => true,
                 Some(EndReason::Rejected(RejectReason::Full)) => {
-                    notices.push(format!(
+                    notice = Some(format!(
                         "the {} bot was refused: the session is full",
                         bot.kind()
                     ));
                     false
                 }
                 Some(reason) => {
-                    notices.push(format!(
+                    notice = Some(format!(
                         "the {} bot's session ended: {reason:?}",
                         bot.kind()
                     ));
@@ -120,15 +93,118 @@ impl<R: Role> LiveSession<R> {
                 }
             }
         });
-        if let Some(n) = notices.pop() {
-            self.notice = Some(n);
+        if notice.is_some() && self.linger_until.is_none() {
+            self.notice = notice;
         }
+        wait
+    }
+
+    /// Whether the thread should stop: the lingering after a goodbye is over, or the socket failed.
+    fn finished(&self) -> bool {
+        self.failure.is_some() || self.linger_until.is_some_and(|t| Instant::now() >= t)
+    }
+}
+
+/// The pump thread's loop.
+fn pump_thread<R: Role>(shared: Arc<Mutex<Shared<R>>>) {
+    loop {
+        let wait = {
+            let Ok(mut s) = shared.lock() else {
+                return;
+            };
+            if s.finished() {
+                return;
+            }
+            s.pump()
+        };
+        std::thread::sleep(wait.clamp(MIN_PUMP_PAUSE, MAX_PUMP_INTERVAL));
+    }
+}
+
+/// A host or guest core running over UDP, with its bots. See the module documentation.
+pub struct LiveSession<R: Role> {
+    shared: Arc<Mutex<Shared<R>>>,
+    local_addr: SocketAddr,
+    title: String,
+    rng: ChaCha8Rng,
+    bodies: Vec<BodyView>,
+    avatars: Vec<AvatarView>,
+    players: Vec<PlayerView>,
+    links: Vec<LinkStats>,
+    rates: BTreeMap<PlayerId, [CountRate; 2]>,
+    status: SessionStatus,
+    local: Option<PlayerId>,
+    notice: Option<String>,
+    carry_limit: Option<f32>,
+    left: bool,
+}
+
+impl<R: Role + Send + 'static> LiveSession<R> {
+    /// Wraps a core and the driver it talks through and starts pumping them; `seed` seeds the bots this
+    /// session adds.
+    pub fn new(core: R, driver: LaminarDriver, title: String, seed: u64) -> Self {
+        let local_addr = driver.local_addr();
+        let shared = Arc::new(Mutex::new(Shared {
+            core,
+            driver,
+            bots: Vec::new(),
+            failure: None,
+            notice: None,
+            linger_until: None,
+        }));
+        let thread_shared = Arc::clone(&shared);
+        std::thread::Builder::new()
+            .name("physync-session".into())
+            .spawn(move || pump_thread(thread_shared))
+            .expect("the system can start a thread");
+        let mut session = Self {
+            shared,
+            local_addr,
+            title,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            bodies: Vec::new(),
+            avatars: Vec::new(),
+            players: Vec::new(),
+            links: Vec::new(),
+            rates: BTreeMap::new(),
+            status: SessionStatus::Connecting,
+            local: None,
+            notice: None,
+            carry_limit: None,
+            left: false,
+        };
+        session.update();
+        session
+    }
+}
+
+impl<R: Role> LiveSession<R> {
+    /// Where this peer's socket is bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    fn lock(&self) -> Option<MutexGuard<'_, Shared<R>>> {
+        self.shared.lock().ok()
     }
 
     /// Rebuilds the views from the core's world and counters.
     fn refresh(&mut self) {
-        let now = self.driver.now();
-        let Some(world) = self.core.world() else {
+        let Some(mut guard) = self.shared.lock().ok() else {
+            self.status = SessionStatus::Ended("the session thread stopped".into());
+            return;
+        };
+        let s = &mut *guard;
+        if let Some(n) = s.notice.take() {
+            self.notice = Some(n);
+        }
+        self.status = match &s.failure {
+            Some(f) => SessionStatus::Ended(f.clone()),
+            None => s.core.status(),
+        };
+        self.local = s.core.local_player();
+        let now = s.driver.now();
+        let Some(world) = s.core.world() else {
             self.bodies.clear();
             self.avatars.clear();
             self.players.clear();
@@ -136,13 +212,13 @@ impl<R: Role> LiveSession<R> {
             return;
         };
         self.bodies = world_view::bodies(world);
-        let ids = self.core.player_ids();
+        let ids = s.core.player_ids();
         self.avatars = world_view::avatars(world, &ids);
-        let local = self.core.local_player();
+        let local = self.local;
         self.players = ids
             .iter()
             .map(|&id| {
-                let bot = self
+                let bot = s
                     .bots
                     .iter()
                     .find(|b| b.player() == Some(id))
@@ -161,12 +237,12 @@ impl<R: Role> LiveSession<R> {
             })
             .collect();
         if self.carry_limit.is_none() {
-            self.carry_limit = self
+            self.carry_limit = s
                 .core
                 .scene()
-                .map(|s| s.spec().floor_half_extent + CARRY_MARGIN);
+                .map(|scene| scene.spec().floor_half_extent + CARRY_MARGIN);
         }
-        let figures = self.core.link_figures();
+        let figures = s.core.link_figures();
         self.rates
             .retain(|peer, _| figures.iter().any(|f| f.peer == *peer));
         self.links = figures
@@ -186,42 +262,20 @@ impl<R: Role> LiveSession<R> {
             .collect();
     }
 
-    /// Redraws the body the local hand holds where the hand has it now (the physics body follows on the
-    /// next step).
-    fn refresh_held(&mut self) {
-        let Some(controls) = self.core.controls() else {
-            return;
-        };
-        let player = controls.player();
-        if let Some((id, pose)) = world_view::held_pose(controls.world(), player, MOUSE_HAND)
-            && let Some(view) = self.bodies.get_mut(usize::from(id))
-        {
-            view.position = Point3::from(pose.translation.vector);
-            view.rotation = pose.rotation;
-        }
-    }
-
-    /// Says goodbye (the core and every bot) and pumps for [`LINGER`] so the messages leave.
+    /// Says goodbye (the core and every bot); the pump thread lingers for [`LINGER`] so the messages leave,
+    /// then stops.
     fn leave_all(&mut self) {
         if self.left {
             return;
         }
         self.left = true;
-        self.core.leave();
-        for bot in &mut self.bots {
-            bot.leave();
-        }
-        let started = Instant::now();
-        while started.elapsed() < LINGER {
-            let wait =
-                pump_udp(&mut self.driver, &mut self.core, |_, _| {}).unwrap_or(MAX_PUMP_INTERVAL);
-            for bot in &mut self.bots {
-                // A bot whose socket failed has nothing left to say.
-                let _ = bot.pump();
+        if let Some(mut s) = self.lock() {
+            s.core.leave();
+            for bot in &mut s.bots {
+                bot.leave();
             }
-            std::thread::sleep(wait.max(Duration::from_micros(200)));
+            s.linger_until = Some(Instant::now() + LINGER);
         }
-        self.bots.clear();
     }
 }
 
@@ -252,25 +306,17 @@ impl<R: Role> SessionHandle for LiveSession<R> {
     }
 
     fn update(&mut self) {
-        if self.failure.is_some() || self.left {
-            return;
+        if !self.left {
+            self.refresh();
         }
-        if let Err(e) = pump_udp(&mut self.driver, &mut self.core, |_, _| {}) {
-            self.failure = Some(format!("network error: {e}"));
-        }
-        self.pump_bots();
-        self.refresh();
     }
 
     fn status(&self) -> SessionStatus {
-        match &self.failure {
-            Some(f) => SessionStatus::Ended(f.clone()),
-            None => self.core.status(),
-        }
+        self.status.clone()
     }
 
     fn local_player(&self) -> PlayerId {
-        self.core.local_player().unwrap_or_default()
+        self.local.unwrap_or_default()
     }
 
     fn bodies(&self) -> &[BodyView] {
@@ -290,85 +336,108 @@ impl<R: Role> SessionHandle for LiveSession<R> {
     }
 
     fn apply_conditioner(&mut self, settings: ConditionerSettings) -> Result<(), SessionError> {
-        self.driver
+        let mut s = self.lock().ok_or(SessionError::NotJoined)?;
+        s.driver
             .set_conditioner(link_config(settings))
             .map_err(|e| SessionError::Network(e.to_string()))
     }
 
     fn grab(&mut self, body: BodyId) -> Result<(), SessionError> {
-        let controls = self.core.controls().ok_or(SessionError::NotJoined)?;
-        let id = ObjectId::try_from(body)
-            .ok()
-            .filter(|&id| usize::from(id) < controls.world().object_count())
-            .ok_or(SessionError::NoSuchCube(body))?;
-        let me = controls.player();
-        if let Some(holder) = controls.world().holder(id)
-            && holder.player != me
         {
-            return Err(SessionError::HeldByOther(holder.player));
-        }
-        controls.release(MOUSE_HAND);
-        let at = controls.world().physics_pose(id).translation;
-        controls.set_hand_pose(
-            MOUSE_HAND,
-            Isometry3::from_parts(at, UnitQuaternion::identity()),
-        );
-        controls.grab(MOUSE_HAND, id).map_err(|e| match e {
-            InteractionError::HeldByOther { by, .. } => SessionError::HeldByOther(by),
-            InteractionError::NoSuchObject(_) | InteractionError::HandFull(_) => {
-                SessionError::NoSuchCube(body)
+            let mut s = self.lock().ok_or(SessionError::NotJoined)?;
+            let controls = s.core.controls().ok_or(SessionError::NotJoined)?;
+            let id = ObjectId::try_from(body)
+                .ok()
+                .filter(|&id| usize::from(id) < controls.world().object_count())
+                .ok_or(SessionError::NoSuchCube(body))?;
+            let me = controls.player();
+            if let Some(holder) = controls.world().holder(id)
+                && holder.player != me
+            {
+                return Err(SessionError::HeldByOther(holder.player));
             }
-            InteractionError::NoSuchPlayer(_) => SessionError::NotJoined,
-        })?;
+            controls.release(MOUSE_HAND);
+            let at = controls.world().physics_pose(id).translation;
+            controls.set_hand_pose(
+                MOUSE_HAND,
+                Isometry3::from_parts(at, UnitQuaternion::identity()),
+            );
+            controls.grab(MOUSE_HAND, id).map_err(|e| match e {
+                InteractionError::HeldByOther { by, .. } => SessionError::HeldByOther(by),
+                InteractionError::NoSuchObject(_) | InteractionError::HandFull(_) => {
+                    SessionError::NoSuchCube(body)
+                }
+                InteractionError::NoSuchPlayer(_) => SessionError::NotJoined,
+            })?;
+        }
         self.refresh();
         Ok(())
     }
 
     fn move_held(&mut self, target: Point3<f32>) {
         let limit = self.carry_limit.unwrap_or(f32::INFINITY);
-        let Some(controls) = self.core.controls() else {
-            return;
+        let held = {
+            let Some(mut s) = self.lock() else {
+                return;
+            };
+            let Some(controls) = s.core.controls() else {
+                return;
+            };
+            let me = controls.player();
+            let Some(grip) = controls.world().grip(me, MOUSE_HAND) else {
+                return;
+            };
+            let half = controls.world().half_extents(grip.object);
+            let target = Point3::new(
+                target.x.clamp(-limit, limit),
+                target.y.max(half.y),
+                target.z.clamp(-limit, limit),
+            );
+            let pose = world_view::hand_pose_for(controls.world(), me, MOUSE_HAND, target);
+            controls.set_hand_pose(MOUSE_HAND, pose);
+            world_view::held_pose(controls.world(), me, MOUSE_HAND)
         };
-        let me = controls.player();
-        let Some(grip) = controls.world().grip(me, MOUSE_HAND) else {
-            return;
-        };
-        let half = controls.world().half_extents(grip.object);
-        let target = Point3::new(
-            target.x.clamp(-limit, limit),
-            target.y.max(half.y),
-            target.z.clamp(-limit, limit),
-        );
-        let pose = world_view::hand_pose_for(controls.world(), me, MOUSE_HAND, target);
-        controls.set_hand_pose(MOUSE_HAND, pose);
-        self.refresh_held();
+        // The physics body follows on the core's next step; draw it where the hand has it now.
+        if let Some((id, pose)) = held
+            && let Some(view) = self.bodies.get_mut(usize::from(id))
+        {
+            view.position = Point3::from(pose.translation.vector);
+            view.rotation = pose.rotation;
+        }
     }
 
     fn release(&mut self, velocity: Vector3<f32>) {
-        let Some(controls) = self.core.controls() else {
-            return;
-        };
-        let speed = velocity.norm();
-        let velocity = if speed > MAX_THROW_SPEED {
-            velocity * (MAX_THROW_SPEED / speed)
-        } else {
-            velocity
-        };
-        controls.throw(MOUSE_HAND, velocity, Vector3::zeros());
+        {
+            let Some(mut s) = self.lock() else {
+                return;
+            };
+            let Some(controls) = s.core.controls() else {
+                return;
+            };
+            let speed = velocity.norm();
+            let velocity = if speed > MAX_THROW_SPEED {
+                velocity * (MAX_THROW_SPEED / speed)
+            } else {
+                velocity
+            };
+            controls.throw(MOUSE_HAND, velocity, Vector3::zeros());
+        }
         self.refresh();
     }
 
     fn add_bot(&mut self, kind: BotKind) -> Result<(), SessionError> {
-        let waiting = self.bots.iter().filter(|b| b.player().is_none()).count();
-        if let Some(max) = self.core.max_players()
-            && self.core.player_ids().len() + waiting >= usize::from(max)
+        let seed = self.rng.random();
+        let mut s = self.lock().ok_or(SessionError::NotJoined)?;
+        let waiting = s.bots.iter().filter(|b| b.player().is_none()).count();
+        if let Some(max) = s.core.max_players()
+            && s.core.player_ids().len() + waiting >= usize::from(max)
         {
             return Err(SessionError::Full);
         }
-        let host = self.core.bot_target(self.driver.local_addr());
-        let bot = BotGuest::start(kind, host, self.rng.random())
-            .map_err(|e| SessionError::Network(e.to_string()))?;
-        self.bots.push(bot);
+        let host = s.core.bot_target(self.local_addr);
+        let bot =
+            BotGuest::start(kind, host, seed).map_err(|e| SessionError::Network(e.to_string()))?;
+        s.bots.push(bot);
         Ok(())
     }
 

@@ -223,6 +223,51 @@ fn a_guest_grabs_and_moves_a_cube_and_the_host_sees_the_authority_change() {
 }
 
 #[test]
+fn a_bot_added_from_the_ui_and_the_guest_conditioner_show_on_the_host() {
+    let mut host = harness(9);
+    let mut guest = harness(10);
+    let port = host_from_start_screen(&mut host);
+    join_from_start_screen(&mut host, &mut guest, port);
+    host.get_by_role_and_label(Role::Button, "thrower").click();
+    run_until(&mut [&mut host, &mut guest], "the bot joins", |hs| {
+        handle(hs[0]).players().len() == 3 && handle(hs[1]).players().len() == 3
+    });
+    host.step();
+    assert!(
+        host.query_by_label_contains("2 · bot (bot: thrower)")
+            .is_some()
+    );
+    assert!(
+        guest.query_by_label_contains("2 · guest").is_some(),
+        "the guest sees a third player (that it is a bot is known only where it runs)"
+    );
+    assert_eq!(handle(&guest).avatars().len(), 3, "and its avatar");
+
+    let rtt_to_guest = |h: &H| {
+        handle(h)
+            .link_stats()
+            .iter()
+            .find(|l| l.peer == 1)
+            .map_or(0.0, |l| l.rtt_ms)
+    };
+    run_until(
+        &mut [&mut host, &mut guest],
+        "a round trip is measured",
+        |hs| rtt_to_guest(hs[0]) > 0.0,
+    );
+    assert!(rtt_to_guest(&host) < 100.0, "{}", rtt_to_guest(&host));
+    guest
+        .get_by_role_and_label(Role::Slider, "latency ms")
+        .set_value_accesskit(200.0);
+    guest.step();
+    run_until(
+        &mut [&mut host, &mut guest],
+        "the guest's added latency shows in the host's round trip",
+        |hs| rtt_to_guest(hs[0]) > 150.0,
+    );
+}
+
+#[test]
 fn the_host_leaving_ends_the_guest_session_with_a_message() {
     let mut host = harness(3);
     let mut guest = harness(4);
