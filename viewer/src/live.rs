@@ -105,6 +105,11 @@ impl<R: Role> Shared<R> {
     }
 }
 
+/// The error for a request after the pump thread died holding the lock.
+fn thread_stopped() -> SessionError {
+    SessionError::Network("the session thread stopped".into())
+}
+
 /// The pump thread's loop.
 fn pump_thread<R: Role>(shared: Arc<Mutex<Shared<R>>>) {
     loop {
@@ -191,7 +196,7 @@ impl<R: Role> LiveSession<R> {
     /// Rebuilds the views from the core's world and counters.
     fn refresh(&mut self) {
         let Some(mut guard) = self.shared.lock().ok() else {
-            self.status = SessionStatus::Ended("the session thread stopped".into());
+            self.status = SessionStatus::Ended(thread_stopped().to_string());
             return;
         };
         let s = &mut *guard;
@@ -336,7 +341,7 @@ impl<R: Role> SessionHandle for LiveSession<R> {
     }
 
     fn apply_conditioner(&mut self, settings: ConditionerSettings) -> Result<(), SessionError> {
-        let mut s = self.lock().ok_or(SessionError::NotJoined)?;
+        let mut s = self.lock().ok_or_else(thread_stopped)?;
         s.driver
             .set_conditioner(link_config(settings))
             .map_err(|e| SessionError::Network(e.to_string()))
@@ -344,7 +349,7 @@ impl<R: Role> SessionHandle for LiveSession<R> {
 
     fn grab(&mut self, body: BodyId) -> Result<(), SessionError> {
         {
-            let mut s = self.lock().ok_or(SessionError::NotJoined)?;
+            let mut s = self.lock().ok_or_else(thread_stopped)?;
             let controls = s.core.controls().ok_or(SessionError::NotJoined)?;
             let id = ObjectId::try_from(body)
                 .ok()
@@ -427,7 +432,7 @@ impl<R: Role> SessionHandle for LiveSession<R> {
 
     fn add_bot(&mut self, kind: BotKind) -> Result<(), SessionError> {
         let seed = self.rng.random();
-        let mut s = self.lock().ok_or(SessionError::NotJoined)?;
+        let mut s = self.lock().ok_or_else(thread_stopped)?;
         let waiting = s.bots.iter().filter(|b| b.player().is_none()).count();
         if let Some(max) = s.core.max_players()
             && s.core.player_ids().len() + waiting >= usize::from(max)

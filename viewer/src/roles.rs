@@ -208,3 +208,89 @@ fn describe_end(guest: &PeerGuest, reason: EndReason) -> String {
         EndReason::Left => "you left the session".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use physync_engine::session::{
+        ControlMessage, PEER_PROTOCOL_ID, PEER_PROTOCOL_VERSION, encode_control,
+    };
+    use physync_engine::transport::Delivery;
+
+    use super::*;
+
+    const NONCE: u64 = 0x1234;
+
+    fn host() -> SocketAddr {
+        ([127, 0, 0, 1], 40000).into()
+    }
+
+    /// A guest that sent its join request and got `reason` back.
+    fn refused(reason: RejectReason) -> PeerGuest {
+        let mut guest = PeerGuest::new(physync_guest::GuestConfig::new(host(), NONCE));
+        guest.handle_timeout(Duration::ZERO);
+        assert_eq!(Role::status(&guest), SessionStatus::Connecting);
+        let reject = encode_control(
+            PEER_PROTOCOL_ID,
+            &ControlMessage::Reject {
+                nonce: NONCE,
+                reason,
+            },
+        )
+        .unwrap();
+        guest.handle_datagram(
+            Duration::from_millis(5),
+            host(),
+            Delivery::ReliableOrdered,
+            &reject,
+        );
+        guest
+    }
+
+    #[test]
+    fn refusals_are_explained() {
+        assert_eq!(
+            Role::status(&refused(RejectReason::Full)),
+            SessionStatus::Ended("the session at 127.0.0.1:40000 is full".into())
+        );
+        let other = PEER_PROTOCOL_VERSION + 1;
+        assert_eq!(
+            Role::status(&refused(RejectReason::WrongVersion {
+                host_version: other
+            })),
+            SessionStatus::Ended(format!(
+                "version mismatch: the host at 127.0.0.1:40000 speaks protocol version {other}, \
+                 this viewer speaks {PEER_PROTOCOL_VERSION}"
+            ))
+        );
+        assert_eq!(
+            Role::status(&refused(RejectReason::Banned)),
+            SessionStatus::Ended("the host at 127.0.0.1:40000 refuses this address".into())
+        );
+    }
+
+    #[test]
+    fn a_silent_host_is_reported_after_the_timeout() {
+        let mut guest = PeerGuest::new(physync_guest::GuestConfig::new(host(), NONCE));
+        guest.handle_timeout(Duration::ZERO);
+        guest.handle_timeout(Duration::from_secs(6));
+        assert_eq!(
+            Role::status(&guest),
+            SessionStatus::Ended("the host at 127.0.0.1:40000 did not answer within 5 s".into())
+        );
+    }
+
+    #[test]
+    fn bots_of_a_host_listening_everywhere_join_through_loopback() {
+        let host_core = PeerHost::new(physync_host::HostConfig::new(SceneKind::Table)).unwrap();
+        assert_eq!(
+            host_core.bot_target(([0, 0, 0, 0], 40001).into()),
+            SocketAddr::from(([127, 0, 0, 1], 40001))
+        );
+        assert_eq!(
+            host_core.bot_target(([192, 168, 1, 5], 40001).into()),
+            SocketAddr::from(([192, 168, 1, 5], 40001))
+        );
+    }
+}

@@ -164,7 +164,7 @@ pub trait SessionHandle {
     fn update(&mut self);
     /// Whether the session goes on.
     fn status(&self) -> SessionStatus;
-    /// The local player's index.
+    /// The local player's index (0, the host's, until a guest is let in).
     fn local_player(&self) -> PlayerId;
     /// Every dynamic body with its render pose, authority and owner.
     fn bodies(&self) -> &[BodyView];

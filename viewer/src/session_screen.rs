@@ -49,6 +49,10 @@ pub struct SessionScreen {
     view_rect: Option<Rect>,
     /// egui's clock (seconds) when the screen was first drawn: session time counts from there.
     opened_at: Option<f64>,
+    /// Whether the camera and floor were fitted to the scene (once, when its bodies first arrive).
+    framed: bool,
+    /// Half the side of the floor drawn, metres: reaches past every body and avatar of the first frame.
+    floor_half: f32,
 }
 
 impl SessionScreen {
@@ -65,6 +69,8 @@ impl SessionScreen {
             history: NetworkHistory::default(),
             view_rect: None,
             opened_at: None,
+            framed: false,
+            floor_half: render3d::MIN_FLOOR_HALF,
         }
     }
 
@@ -99,6 +105,21 @@ impl SessionScreen {
         }
         if let SessionStatus::Ended(reason) = self.handle.status() {
             return Some(SessionExit::Ended(reason));
+        }
+        if !self.framed && !self.handle.bodies().is_empty() {
+            let bodies = self.handle.bodies().iter().map(|b| b.position);
+            let heads = self
+                .handle
+                .avatars()
+                .iter()
+                .map(|a| Point3::from(a.head.translation.vector));
+            let (radius, extent) = bodies.clone().fold((0.0f32, 0.0f32), |(r, e), p| {
+                (r.max(p.x.hypot(p.z)), e.max(p.x.abs()).max(p.z.abs()))
+            });
+            let extent = heads.fold(extent, |e, p| e.max(p.x.abs()).max(p.z.abs()));
+            self.camera.fit(radius);
+            self.floor_half = (extent + 1.5).ceil().max(render3d::MIN_FLOOR_HALF);
+            self.framed = true;
         }
         self.history.record(now, &self.handle.link_stats());
         ui.ctx().request_repaint();
@@ -230,6 +251,7 @@ impl SessionScreen {
             bodies: self.handle.bodies(),
             avatars: self.handle.avatars(),
             hovered: self.hovered,
+            floor_half: self.floor_half,
         };
         render3d::paint(&ui.painter_at(rect), rect, &self.camera, &scene);
     }
