@@ -71,6 +71,31 @@ fn describe(reason: Option<EndReason>) -> String {
     }
 }
 
+/// One status line (on stderr, once a second): phase, link traffic, round trip, loss, corrections.
+pub fn status_line(guest: &PeerGuest) -> String {
+    let now = guest.now();
+    match guest.session() {
+        Some(s) => {
+            let r = s.link_report(now);
+            let rtt = r
+                .rtt_ms
+                .map_or_else(|| "-".to_owned(), |v| format!("{v:.0}ms"));
+            format!(
+                "t={:6.1}s player {} players {:?} | up {:.1} down {:.1} kbps rtt {} loss {:.1}% | corrections {}",
+                now.as_secs_f64(),
+                s.player(),
+                s.players(),
+                r.kbps_up,
+                r.kbps_down,
+                rtt,
+                r.loss * 100.0,
+                s.counters().corrections
+            )
+        }
+        None => format!("t={:6.1}s {:?}", now.as_secs_f64(), guest.phase()),
+    }
+}
+
 /// Joins the host over UDP and lets the bot play for `--seconds` (or until the session ends); returns the
 /// summary and whether the session ended on our terms.
 pub fn run_peer_guest(args: &PeerGuestArgs) -> Result<(GuestSummary, bool), RunError> {
@@ -85,6 +110,7 @@ pub fn run_peer_guest(args: &PeerGuestArgs) -> Result<(GuestSummary, bool), RunE
     let mut driver = LaminarDriver::bind(args.bind, DriverConfig::default())?;
     tracing::info!(local = %driver.local_addr(), host = %args.connect, bot = %args.bot, "joining");
     let until = Duration::from_secs_f64(args.seconds);
+    let mut next_status = Duration::from_secs(1);
     run_udp(
         &mut driver,
         &mut guest,
@@ -93,7 +119,13 @@ pub fn run_peer_guest(args: &PeerGuestArgs) -> Result<(GuestSummary, bool), RunE
                 bot.act(now, s);
             }
         },
-        |now, g| g.end_reason().is_none() && now < until,
+        |now, g| {
+            if now >= next_status {
+                eprintln!("{}", status_line(g));
+                next_status += Duration::from_secs(1);
+            }
+            g.end_reason().is_none() && now < until
+        },
     )?;
     let ours = guest.end_reason().is_none();
     if ours {

@@ -76,12 +76,6 @@ impl SenderClock {
     pub fn delay(&self) -> Option<f64> {
         self.delays.front().map(|&(_, d)| d)
     }
-
-    /// The local time (seconds) at which something sampled at sender time `sender_time` would have arrived
-    /// through the fastest path seen recently.
-    pub fn to_local(&self, sender_time: f64) -> Option<f64> {
-        self.delay().map(|d| sender_time + d)
-    }
 }
 
 /// The jitter buffer for every remote avatar arriving over one link.
@@ -108,11 +102,6 @@ impl AvatarJitterBuffer {
     /// The play-out delay.
     pub fn delay(&self) -> Duration {
         self.delay
-    }
-
-    /// The sender clock mapping, for the sample offsets of relayed avatars.
-    pub fn clock(&self) -> &SenderClock {
-        &self.clock
     }
 
     /// Adds the avatars of one packet stamped with the sender's `frame`, arrived at `now`.
