@@ -49,6 +49,9 @@ pub enum LaunchError {
     /// The host core refused the settings.
     #[error("the session cannot be set up: {0}")]
     Config(String),
+    /// The thread that runs the session could not be started.
+    #[error("could not start the session thread: {0}")]
+    Thread(String),
 }
 
 /// Starts real sessions for the app.
@@ -112,12 +115,9 @@ impl SessionLauncher for CoreLauncher {
             driver.local_addr().port(),
             config.max_players
         );
-        Ok(Box::new(LiveSession::new(
-            core,
-            driver,
-            title,
-            self.rng.random(),
-        )))
+        let session = LiveSession::new(core, driver, title, self.rng.random())
+            .map_err(|e| LaunchError::Thread(e.to_string()))?;
+        Ok(Box::new(session))
     }
 
     fn join(&mut self, config: &JoinConfig) -> Result<Box<dyn SessionHandle>, LaunchError> {
@@ -133,11 +133,13 @@ impl SessionLauncher for CoreLauncher {
             guest_config.timeout = timeout;
         }
         let title = format!("Guest of {}", config.address);
-        Ok(Box::new(LiveSession::new(
+        let session = LiveSession::new(
             PeerGuest::new(guest_config),
             driver,
             title,
             self.rng.random(),
-        )))
+        )
+        .map_err(|e| LaunchError::Thread(e.to_string()))?;
+        Ok(Box::new(session))
     }
 }

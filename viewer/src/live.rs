@@ -146,8 +146,8 @@ pub struct LiveSession<R: Role> {
 
 impl<R: Role + Send + 'static> LiveSession<R> {
     /// Wraps a core and the driver it talks through and starts pumping them; `seed` seeds the bots this
-    /// session adds.
-    pub fn new(core: R, driver: LaminarDriver, title: String, seed: u64) -> Self {
+    /// session adds. Fails only when the system cannot start the pump thread.
+    pub fn new(core: R, driver: LaminarDriver, title: String, seed: u64) -> std::io::Result<Self> {
         let local_addr = driver.local_addr();
         let shared = Arc::new(Mutex::new(Shared {
             core,
@@ -160,8 +160,7 @@ impl<R: Role + Send + 'static> LiveSession<R> {
         let thread_shared = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("physync-session".into())
-            .spawn(move || pump_thread(thread_shared))
-            .expect("the system can start a thread");
+            .spawn(move || pump_thread(thread_shared))?;
         let mut session = Self {
             shared,
             local_addr,
@@ -179,7 +178,7 @@ impl<R: Role + Send + 'static> LiveSession<R> {
             left: false,
         };
         session.update();
-        session
+        Ok(session)
     }
 }
 
