@@ -12,8 +12,13 @@ use crate::camera::{OrbitCamera, clip_to_near};
 use crate::palette::{authority_color, player_color, shade};
 use crate::session::{AvatarView, BodyId, BodyView};
 
-/// Half the side of the square floor, metres.
-const FLOOR_HALF: i32 = 12;
+/// Floor tiles from the centre to each edge (the checkerboard is 2 × this many tiles on a side).
+const FLOOR_TILES: i32 = 12;
+/// Half the side of the floor drawn when the scene asks for less, metres.
+pub const MIN_FLOOR_HALF: f32 = 12.0;
+/// Smallest on-screen size (points) of a face that gets the thin plain rim: on smaller faces the rim is
+/// under a pixel, and leaving it out makes a 900-cube scene's mesh five times smaller.
+const MIN_PLAIN_RIM_FACE: f32 = 16.0;
 /// Background colour above the horizon.
 const SKY: Color32 = Color32::from_rgb(28, 32, 40);
 /// Unit vector towards the light.
@@ -104,13 +109,20 @@ pub struct Scene<'a> {
     pub avatars: &'a [AvatarView],
     /// The body under the mouse pointer, if any.
     pub hovered: Option<BodyId>,
+    /// Half the side of the square floor, metres (at least [`MIN_FLOOR_HALF`]).
+    pub floor_half: f32,
 }
 
 /// Paint the scene into `rect` seen through `camera`.
 pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<'_>) {
     painter.rect_filled(rect, 0.0, SKY);
     let view = camera.view();
-    painter.add(Shape::mesh(floor_mesh(camera, &view, rect)));
+    painter.add(Shape::mesh(floor_mesh(
+        camera,
+        &view,
+        rect,
+        scene.floor_half.max(MIN_FLOOR_HALF),
+    )));
 
     let mut boxes: Vec<BoxShape> = scene
         .bodies
@@ -227,11 +239,15 @@ fn box_faces(b: &BoxShape, camera: &OrbitCamera, view: &Isometry3<f32>, rect: Re
         }
         let depth = projected.iter().map(|p| p.depth).sum::<f32>() / projected.len() as f32;
         let color = shade(b.color, lambert(&normal));
-        let edge = (clipped.len() == 4).then(|| match b.edge {
-            Edge::Plain => (shade(color, 0.72), 0.06),
-            Edge::Held => (Color32::from_rgb(20, 20, 24), 0.2),
-            Edge::Hovered => (Color32::from_rgb(255, 236, 120), 0.12),
-        });
+        let screen = Rect::from_points(&projected.iter().map(|p| p.screen).collect::<Vec<_>>());
+        let rim_visible = screen.width().min(screen.height()) >= MIN_PLAIN_RIM_FACE;
+        let edge = (clipped.len() == 4)
+            .then_some(b.edge)
+            .and_then(|edge| match edge {
+                Edge::Plain => rim_visible.then(|| (shade(color, 0.72), 0.06)),
+                Edge::Held => Some((Color32::from_rgb(20, 20, 24), 0.2)),
+                Edge::Hovered => Some((Color32::from_rgb(255, 236, 120), 0.12)),
+            });
         out.push(Face {
             screen: projected.iter().map(|p| p.screen).collect(),
             box_depth,
@@ -282,19 +298,21 @@ fn add_face(mesh: &mut Mesh, face: &Face) {
     }
 }
 
-/// The floor as a checkerboard of one-metre tiles, which doubles as the grid.
-fn floor_mesh(camera: &OrbitCamera, view: &Isometry3<f32>, rect: Rect) -> Mesh {
+/// The floor as a checkerboard, which doubles as the grid: one-metre tiles on the smallest floor, larger
+/// ones on larger floors.
+fn floor_mesh(camera: &OrbitCamera, view: &Isometry3<f32>, rect: Rect, half: f32) -> Mesh {
+    let size = half / FLOOR_TILES as f32;
     let mut mesh = Mesh::default();
     let light = Color32::from_rgb(92, 98, 108);
     let dark = Color32::from_rgb(78, 84, 94);
-    for x in -FLOOR_HALF..FLOOR_HALF {
-        for z in -FLOOR_HALF..FLOOR_HALF {
-            let (x0, z0) = (x as f32, z as f32);
+    for x in -FLOOR_TILES..FLOOR_TILES {
+        for z in -FLOOR_TILES..FLOOR_TILES {
+            let (x0, z0) = (x as f32 * size, z as f32 * size);
             let tile = [
                 Point3::new(x0, 0.0, z0),
-                Point3::new(x0, 0.0, z0 + 1.0),
-                Point3::new(x0 + 1.0, 0.0, z0 + 1.0),
-                Point3::new(x0 + 1.0, 0.0, z0),
+                Point3::new(x0, 0.0, z0 + size),
+                Point3::new(x0 + size, 0.0, z0 + size),
+                Point3::new(x0 + size, 0.0, z0),
             ];
             let in_view: Vec<Point3<f32>> = tile.iter().map(|p| view * p).collect();
             let clipped = clip_to_near(&in_view);

@@ -4,7 +4,8 @@ use egui::{Button, Color32, ComboBox, DragValue, Frame, RichText, TextEdit, Ui};
 
 use crate::input::{check_port_free, parse_address, parse_port};
 use crate::launcher::{HostConfig, JoinConfig};
-use crate::scene_choice::SceneChoice;
+use physync_engine::world::avatar::MAX_PLAYERS;
+use physync_engine::world::scene::SceneKind;
 
 /// Colour of error messages.
 pub const ERROR_COLOR: Color32 = Color32::from_rgb(255, 110, 100);
@@ -16,8 +17,6 @@ pub enum StartAction {
     Host(HostConfig),
     /// Join a session.
     Join(JoinConfig),
-    /// Look at a scene's static layout without any session.
-    Preview(SceneChoice),
 }
 
 /// The start screen's form state and its messages.
@@ -26,7 +25,7 @@ pub struct StartScreen {
     /// Text of the listen-port field.
     pub host_port: String,
     /// The scene to host.
-    pub scene: SceneChoice,
+    pub scene: SceneKind,
     /// Maximum number of players, host included.
     pub max_players: u8,
     /// Text of the join-address field.
@@ -43,7 +42,7 @@ impl Default for StartScreen {
     fn default() -> Self {
         Self {
             host_port: "40000".into(),
-            scene: SceneChoice::Table,
+            scene: SceneKind::Table,
             max_players: 4,
             join_address: "127.0.0.1:40000".into(),
             host_error: None,
@@ -65,8 +64,8 @@ fn section(ui: &mut Ui, add_contents: impl FnOnce(&mut Ui)) {
     ui.add_space(8.0);
 }
 
-/// Smallest and largest session size offered (the VR sample's sessions had 4 players).
-const PLAYER_RANGE: std::ops::RangeInclusive<u8> = 2..=8;
+/// Smallest and largest session size offered (the VR sample's sessions had 4 players, the cores' limit).
+const PLAYER_RANGE: std::ops::RangeInclusive<u8> = 2..=MAX_PLAYERS as u8;
 
 impl StartScreen {
     /// Validate the Host form.
@@ -125,7 +124,7 @@ impl StartScreen {
             ComboBox::from_label("Scene")
                 .selected_text(self.scene.name())
                 .show_ui(ui, |ui| {
-                    for scene in SceneChoice::ALL {
+                    for scene in SceneKind::ALL {
                         ui.selectable_value(&mut self.scene, scene, scene.name());
                     }
                 });
@@ -134,21 +133,12 @@ impl StartScreen {
                 ui.add(DragValue::new(&mut self.max_players).range(PLAYER_RANGE))
                     .labelled_by(label.id);
             });
-            ui.horizontal(|ui| {
-                if ui.button("Host").clicked() {
-                    match self.host_action() {
-                        Ok(a) => action = Some(a),
-                        Err(e) => self.host_error = Some(e),
-                    }
+            if ui.button("Host").clicked() {
+                match self.host_action() {
+                    Ok(a) => action = Some(a),
+                    Err(e) => self.host_error = Some(e),
                 }
-                if ui
-                    .button("Offline preview")
-                    .on_hover_text("The scene's static layout; no session")
-                    .clicked()
-                {
-                    action = Some(StartAction::Preview(self.scene));
-                }
-            });
+            }
             if let Some(e) = &self.host_error {
                 ui.colored_label(ERROR_COLOR, e);
             }
