@@ -10,12 +10,16 @@ use crate::offline_preview::OfflinePreview;
 use crate::screenshot_check::inspect;
 use crate::session::SessionHandle;
 use crate::session_screen::{SessionExit, SessionScreen};
+use crate::shooter::form::DedicatedConfig;
+use crate::shooter::screen::{ShooterExit, ShooterScreen};
+use crate::shooter::session::{ShooterLaunchError, ShooterSession};
 use crate::start_screen::{StartAction, StartScreen};
 
 /// Which screen is up.
 enum Screen {
     Start(StartScreen),
     Session(Box<SessionScreen>),
+    Shooter(Box<ShooterScreen>),
 }
 
 /// Frames drawn before the screenshot is requested, so layout and fonts have settled.
@@ -76,11 +80,18 @@ impl ViewerApp {
         self
     }
 
+    /// The app playing the dedicated-server shooter as `config` asks, straight away.
+    pub fn with_dedicated(config: &DedicatedConfig) -> Result<Self, ShooterLaunchError> {
+        let mut app = Self::new(None);
+        app.screen = Screen::Shooter(Box::new(ShooterScreen::new(ShooterSession::start(config)?)));
+        Ok(app)
+    }
+
     /// The start screen, when it is up.
     pub fn start_screen(&self) -> Option<&StartScreen> {
         match &self.screen {
             Screen::Start(s) => Some(s),
-            Screen::Session(_) => None,
+            _ => None,
         }
     }
 
@@ -88,7 +99,15 @@ impl ViewerApp {
     pub fn session_screen(&self) -> Option<&SessionScreen> {
         match &self.screen {
             Screen::Session(s) => Some(s),
-            Screen::Start(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The shooter screen, when it is up.
+    pub fn shooter_screen(&self) -> Option<&ShooterScreen> {
+        match &self.screen {
+            Screen::Shooter(s) => Some(s),
+            _ => None,
         }
     }
 
@@ -103,6 +122,13 @@ impl ViewerApp {
                 let mut start = self.last_form.clone();
                 if let SessionExit::Ended(reason) = exit {
                     start.notice = Some(format!("The session ended: {reason}"));
+                }
+                Screen::Start(start)
+            }),
+            Screen::Shooter(shooter) => shooter.show(ui).map(|exit| {
+                let mut start = self.last_form.clone();
+                if let ShooterExit::Ended(reason) = exit {
+                    start.notice = Some(format!("The dedicated-server session ended: {reason}"));
                 }
                 Screen::Start(start)
             }),
@@ -122,6 +148,17 @@ impl ViewerApp {
                 return Some(Screen::Session(Box::new(SessionScreen::new(Box::new(
                     OfflinePreview::new(*scene),
                 )))));
+            }
+            (StartAction::Dedicated(config), _) => {
+                return match ShooterSession::start(config) {
+                    Ok(session) => Some(Screen::Shooter(Box::new(ShooterScreen::new(session)))),
+                    Err(e) => {
+                        if let Screen::Start(start) = &mut self.screen {
+                            start.dedicated.error = Some(e.to_string());
+                        }
+                        None
+                    }
+                };
             }
             (StartAction::Host(config), Some(l)) => l.host(config),
             (StartAction::Join(config), Some(l)) => l.join(config),
@@ -157,7 +194,7 @@ impl ViewerApp {
         let result = if let Some(image) = captured {
             let bodies = match &self.screen {
                 Screen::Session(session) => session.handle().bodies().to_vec(),
-                Screen::Start(_) => Vec::new(),
+                Screen::Start(_) | Screen::Shooter(_) => Vec::new(),
             };
             Some(write_png(&image, &job.path).and_then(|()| {
                 let report = inspect(&image, &bodies);
@@ -179,7 +216,12 @@ impl ViewerApp {
                 "no screenshot arrived after {SCREENSHOT_GIVE_UP_FRAMES} frames"
             )))
         } else {
-            if job.frames >= SCREENSHOT_AFTER_FRAMES && !job.requested {
+            // The shooter's frame is worth taking once an opponent stands in view.
+            let ready = match &self.screen {
+                Screen::Shooter(shooter) => shooter.shows_an_opponent(),
+                Screen::Start(_) | Screen::Session(_) => true,
+            };
+            if job.frames >= SCREENSHOT_AFTER_FRAMES && ready && !job.requested {
                 job.requested = true;
                 let slot = Arc::clone(&job.image);
                 let ctx = ui.ctx().clone();

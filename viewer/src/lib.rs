@@ -18,5 +18,6 @@ pub mod scene_choice;
 pub mod screenshot_check;
 pub mod session;
 pub mod session_screen;
+pub mod shooter;
 pub mod start_screen;
 pub mod time_series;

@@ -108,10 +108,6 @@ pub struct Scene<'a> {
 
 /// Paint the scene into `rect` seen through `camera`.
 pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<'_>) {
-    painter.rect_filled(rect, 0.0, SKY);
-    let view = camera.view();
-    painter.add(Shape::mesh(floor_mesh(camera, &view, rect)));
-
     let mut boxes: Vec<BoxShape> = scene
         .bodies
         .iter()
@@ -132,9 +128,56 @@ pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<
     for avatar in scene.avatars {
         boxes.extend(avatar_boxes(avatar));
     }
+    paint_boxes(painter, rect, camera, FLOOR_HALF, &boxes);
+}
 
+/// A plain shaded box of any colour, for views that are not a cube session (the shooter's arena and players).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solid {
+    /// Centre, metres.
+    pub center: Point3<f32>,
+    /// Orientation.
+    pub rotation: UnitQuaternion<f32>,
+    /// Half the size along the local axes, metres.
+    pub half_extents: Vector3<f32>,
+    /// Base colour before shading.
+    pub color: Color32,
+}
+
+/// Paint a checkerboard floor reaching `floor_half` metres from the origin and `solids` into `rect`.
+pub fn paint_solids(
+    painter: &Painter,
+    rect: Rect,
+    camera: &OrbitCamera,
+    floor_half: i32,
+    solids: &[Solid],
+) {
+    let boxes: Vec<BoxShape> = solids
+        .iter()
+        .map(|s| BoxShape {
+            center: s.center,
+            rotation: s.rotation,
+            half: s.half_extents,
+            color: s.color,
+            edge: Edge::Plain,
+        })
+        .collect();
+    paint_boxes(painter, rect, camera, floor_half, &boxes);
+}
+
+/// The sky, the floor, then the boxes far to near.
+fn paint_boxes(
+    painter: &Painter,
+    rect: Rect,
+    camera: &OrbitCamera,
+    floor_half: i32,
+    boxes: &[BoxShape],
+) {
+    painter.rect_filled(rect, 0.0, SKY);
+    let view = camera.view();
+    painter.add(Shape::mesh(floor_mesh(camera, &view, rect, floor_half)));
     let mut mesh = Mesh::default();
-    for face in &paint_order(&boxes, camera, &view, rect) {
+    for face in &paint_order(boxes, camera, &view, rect) {
         add_face(&mut mesh, face);
     }
     painter.add(Shape::mesh(mesh));
@@ -282,13 +325,13 @@ fn add_face(mesh: &mut Mesh, face: &Face) {
     }
 }
 
-/// The floor as a checkerboard of one-metre tiles, which doubles as the grid.
-fn floor_mesh(camera: &OrbitCamera, view: &Isometry3<f32>, rect: Rect) -> Mesh {
+/// The floor as a checkerboard of one-metre tiles reaching `half` metres from the origin, which doubles as the grid.
+fn floor_mesh(camera: &OrbitCamera, view: &Isometry3<f32>, rect: Rect, half: i32) -> Mesh {
     let mut mesh = Mesh::default();
     let light = Color32::from_rgb(92, 98, 108);
     let dark = Color32::from_rgb(78, 84, 94);
-    for x in -FLOOR_HALF..FLOOR_HALF {
-        for z in -FLOOR_HALF..FLOOR_HALF {
+    for x in -half..half {
+        for z in -half..half {
             let (x0, z0) = (x as f32, z as f32);
             let tile = [
                 Point3::new(x0, 0.0, z0),

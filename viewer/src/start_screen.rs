@@ -1,10 +1,11 @@
-//! The start screen: host a session, join one, or (later) a dedicated server; bad input is explained in place.
+//! The start screen: host a session, join one, or play on a dedicated server; bad input is explained in place.
 
-use egui::{Button, Color32, ComboBox, DragValue, Frame, RichText, TextEdit, Ui};
+use egui::{Color32, ComboBox, DragValue, Frame, RichText, TextEdit, Ui};
 
 use crate::input::{check_port_free, parse_address, parse_port};
 use crate::launcher::{HostConfig, JoinConfig};
 use crate::scene_choice::SceneChoice;
+use crate::shooter::form::{DedicatedConfig, DedicatedForm};
 
 /// Colour of error messages.
 pub const ERROR_COLOR: Color32 = Color32::from_rgb(255, 110, 100);
@@ -18,6 +19,8 @@ pub enum StartAction {
     Join(JoinConfig),
     /// Look at a scene's static layout without any session.
     Preview(SceneChoice),
+    /// Play the dedicated-server shooter.
+    Dedicated(DedicatedConfig),
 }
 
 /// The start screen's form state and its messages.
@@ -37,6 +40,8 @@ pub struct StartScreen {
     pub join_error: Option<String>,
     /// A notice at the top (for example why the last session ended).
     pub notice: Option<String>,
+    /// The Dedicated server section.
+    pub dedicated: Box<DedicatedForm>,
 }
 
 impl Default for StartScreen {
@@ -49,6 +54,7 @@ impl Default for StartScreen {
             host_error: None,
             join_error: None,
             notice: None,
+            dedicated: Box::default(),
         }
     }
 }
@@ -173,9 +179,9 @@ impl StartScreen {
         });
 
         section(ui, |ui| {
-            ui.heading("Dedicated server");
-            ui.add_enabled(false, Button::new("Start dedicated server"));
-            ui.label("Dedicated server: not available yet.");
+            if let Some(config) = self.dedicated.show(ui) {
+                action = Some(StartAction::Dedicated(config));
+            }
         });
         if action.is_some() {
             self.host_error = None;

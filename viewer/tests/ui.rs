@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use egui::accesskit::Role;
 use egui::{Event, Modifiers, PointerButton, Pos2, Vec2};
 use egui_kittest::Harness;
-use egui_kittest::kittest::{NodeT, Queryable};
+use egui_kittest::kittest::Queryable;
 use physync_viewer::app::ViewerApp;
 use physync_viewer::launcher::{HostConfig, JoinConfig, LaunchError, SessionLauncher};
 use physync_viewer::offline_preview::OfflinePreview;
@@ -59,22 +59,6 @@ fn a_port_in_use_shows_an_error() {
     assert!(
         h.query_by_label_contains(&format!("UDP port {port} cannot be used"))
             .is_some()
-    );
-}
-
-#[test]
-fn the_dedicated_server_is_disabled_and_says_why() {
-    let h = harness(ViewerApp::new(None));
-    assert!(
-        h.get_by_role_and_label(Role::Button, "Start dedicated server")
-            .accesskit_node()
-            .is_disabled()
-    );
-    assert!(h.query_by_label_contains("not available yet").is_some());
-    assert!(
-        !h.get_by_role_and_label(Role::Button, "Join")
-            .accesskit_node()
-            .is_disabled()
     );
 }
 
