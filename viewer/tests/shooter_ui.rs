@@ -14,10 +14,15 @@ use egui::accesskit::Role;
 use egui::{Event, Key, Modifiers, PointerButton, Pos2, Vec2};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+use physync_engine::shooter::{ArenaMap, units};
+use physync_engine::shooter_net::ConnectToken;
 use physync_engine::shooter_net::token::secret_from_passphrase;
+use physync_guest::dedicated::ClientConfig;
+use physync_guest::dedicated::driver::UdpClient;
 use physync_host::dedicated::MatchConfig;
 use physync_host::dedicated::driver::UdpMatch;
 use physync_viewer::app::ViewerApp;
+use physync_viewer::shooter::controls::TURN_PER_POINT;
 use physync_viewer::shooter::screen::ShooterScreen;
 use physync_viewer::shooter::session::ShooterStatus;
 
@@ -29,6 +34,7 @@ const FRAME: Duration = Duration::from_millis(4);
 fn harness() -> Harness<'static, ViewerApp> {
     Harness::builder()
         .with_size(Vec2::new(1200.0, 800.0))
+        .with_step_dt(1.0 / 60.0)
         .build_ui_state(|ui, app: &mut ViewerApp| app.show(ui), ViewerApp::new(None))
 }
 
@@ -211,9 +217,23 @@ struct TestServer {
 
 impl TestServer {
     fn start(passphrase: &str) -> Self {
+        Self::start_on(passphrase, ArenaMap::standard())
+    }
+
+    /// The standard arena without its cover and cubes: every spawn point sees every other.
+    fn start_open(passphrase: &str) -> Self {
+        let mut map = ArenaMap::standard();
+        map.boxes
+            .retain(|b| b.center.y < 0.0 || b.half_extents.y * 2.0 >= 3.0);
+        map.cubes.clear();
+        Self::start_on(passphrase, map)
+    }
+
+    fn start_on(passphrase: &str, map: ArenaMap) -> Self {
         let config = MatchConfig {
             secret: secret_from_passphrase(passphrase),
             min_players: 1,
+            map,
             ..MatchConfig::default()
         };
         let m = UdpMatch::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), config).unwrap();
@@ -309,4 +329,121 @@ fn a_server_that_does_not_answer_is_reported() {
     });
     let notice = h.state().start_screen().unwrap().notice.clone().unwrap();
     assert!(notice.contains("no answer from 127.0.0.1:"), "{notice}");
+}
+
+/// A player that joins `server` and stands still (no bot), pumped on its own thread.
+struct StandingPlayer {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StandingPlayer {
+    fn join(server: SocketAddr) -> Self {
+        let token =
+            ConnectToken::issue(&secret_from_passphrase("physync-dev"), 1, "target", 86_400);
+        let mut client = UdpClient::bind(
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            ClientConfig::new(server, token),
+            None,
+        )
+        .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                client.pump().unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for StandingPlayer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+#[test]
+fn mouse_look_aims_at_a_standing_player_and_a_hit_shows_the_marker() {
+    let server = TestServer::start_open("physync-dev");
+    let _target = StandingPlayer::join(server.addr);
+    let mut h = harness();
+    set_field(&mut h, "Server address", &server.addr.to_string());
+    set_bots(&mut h, 0);
+    click_button(&mut h, "Connect");
+    wait_for(&mut h, "the target in view of the client", |h| {
+        shooter(h).session().status() == ShooterStatus::Playing
+            && alive(h)
+            && shooter(h)
+                .session()
+                .client()
+                .remote_poses(shooter(h).session().now())
+                .iter()
+                .any(|(_, p)| p.alive)
+    });
+    // The first click into the view captures the mouse; from then on pointer motion turns the view.
+    click_view(&mut h);
+    let centre = shooter(&h).view_rect().unwrap().center();
+    let deadline = Instant::now() + WAIT;
+    while shooter(&h).hits_confirmed() == 0 {
+        if Instant::now() >= deadline {
+            let s = shooter(&h);
+            let c = s.session().client();
+            panic!(
+                "no hit was confirmed: shots {} me {:?} others {:?} phase {:?} stats {:?}",
+                s.shots_fired(),
+                c.local_state(),
+                c.remote_poses(s.session().now()),
+                c.match_phase(),
+                c.stats()
+            );
+        }
+        let (aim_yaw, aim_pitch) = {
+            let s = shooter(&h);
+            let client = s.session().client();
+            let rules = &client.match_data().unwrap().rules;
+            let me = client.local_state().unwrap();
+            let (_, target) = client.remote_poses(s.session().now())[0];
+            let chest =
+                target.position + nalgebra::Vector3::new(0.0, rules.body.body_hit_top * 0.6, 0.0);
+            let (yaw, pitch) = units::aim_at(&me.eye(rules), &chest);
+            (units::yaw_radians(yaw), units::pitch_radians(pitch))
+        };
+        let (yaw, pitch) = shooter(&h).view_angles();
+        let turn = (aim_yaw - yaw + std::f32::consts::PI).rem_euclid(std::f32::consts::TAU)
+            - std::f32::consts::PI;
+        h.event(Event::PointerMoved(centre));
+        h.event(Event::MouseMoved(Vec2::new(
+            -turn / TURN_PER_POINT,
+            -(aim_pitch - pitch) / TURN_PER_POINT,
+        )));
+        h.run_steps(1);
+        let (yaw, pitch) = shooter(&h).view_angles();
+        let yaw_error = (aim_yaw - yaw + std::f32::consts::PI).rem_euclid(std::f32::consts::TAU)
+            - std::f32::consts::PI;
+        assert!(yaw_error.abs() < 1e-3 && (aim_pitch - pitch).abs() < 1e-3);
+        click_view(&mut h);
+        for _ in 0..10 {
+            if shooter(&h).hits_confirmed() > 0 {
+                break;
+            }
+            h.run_steps(1);
+            std::thread::sleep(FRAME);
+        }
+    }
+    assert!(shooter(&h).hit_marker_showing(), "the hit marker shows");
+    h.run_steps(1);
+    let hits = shooter(&h).hits_confirmed();
+    assert!(
+        h.query_by_label_contains(&format!("hits confirmed {hits}"))
+            .is_some()
+    );
 }

@@ -8,7 +8,7 @@ use physync_engine::shooter::input::{MOVE_AXIS_MAX, buttons};
 use physync_engine::shooter::{PlayerInput, Tick, units};
 
 /// Radians of turn per point of pointer motion.
-const TURN_PER_POINT: f32 = 0.004;
+pub const TURN_PER_POINT: f32 = 0.004;
 
 /// The view angles and button latches of the local player.
 #[derive(Debug, Clone, Default)]
