@@ -24,6 +24,7 @@ fn a_local_dedicated_match_renders_to_a_png() {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
+    println!("{stdout}");
     let image = image::open(&path).unwrap().to_rgba8();
     assert_eq!(image.dimensions(), (1280, 800));
     std::fs::remove_file(&path).unwrap();

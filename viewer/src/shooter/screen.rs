@@ -6,6 +6,7 @@ use egui::{
     CentralPanel, Color32, CursorGrab, Grid, Panel, PointerButton, Rect, RichText, Sense, Ui,
     ViewportCommand,
 };
+use nalgebra::Point3;
 use physync_guest::dedicated::ClientEvent;
 
 use super::arena_view::{self, Tracer};
@@ -18,6 +19,8 @@ use crate::render3d::Solid;
 
 /// Seconds a tracer stays visible.
 const TRACER_SECONDS: f32 = 0.25;
+/// A predicted move longer than this (metres) is a respawn or a correction: the camera jumps instead of gliding.
+const SNAP_DISTANCE: f32 = 2.0;
 /// How far in front of the eye, right of it and below it a tracer starts, metres.
 const MUZZLE: (f32, f32, f32) = (0.4, 0.18, 0.15);
 
@@ -50,6 +53,38 @@ pub struct ShooterScreen {
     view_rect: Option<Rect>,
     camera: Option<OrbitCamera>,
     grabbed: bool,
+    feet: Glide,
+}
+
+/// The local player's feet glide from the previous predicted tick to the newest over one tick, so the camera
+/// moves smoothly at any frame rate (the prediction itself advances 30 times a second).
+#[derive(Debug, Clone, Copy, Default)]
+struct Glide {
+    from: Point3<f32>,
+    to: Point3<f32>,
+    /// egui's clock when `to` arrived.
+    since: f64,
+}
+
+impl Glide {
+    fn at(&self, clock: f64, tick_s: f64) -> Point3<f32> {
+        let t = ((clock - self.since) / tick_s.max(1e-3)).clamp(0.0, 1.0) as f32;
+        self.from + (self.to - self.from) * t
+    }
+
+    fn update(&mut self, target: Point3<f32>, clock: f64, tick_s: f64) {
+        if target == self.to {
+            return;
+        }
+        // The first position (never glided from the origin) and long moves jump.
+        self.from = if self.since == 0.0 || (target - self.to).norm() > SNAP_DISTANCE {
+            target
+        } else {
+            self.at(clock, tick_s)
+        };
+        self.to = target;
+        self.since = clock;
+    }
 }
 
 impl ShooterScreen {
@@ -67,6 +102,7 @@ impl ShooterScreen {
             view_rect: None,
             camera: None,
             grabbed: false,
+            feet: Glide::default(),
         }
     }
 
@@ -125,6 +161,11 @@ impl ShooterScreen {
         let dt = self.last_clock.map_or(0.0, |t| (clock - t).max(0.0) as f32);
         self.last_clock = Some(clock);
         self.step(ui, dt);
+        let client = self.session.client();
+        if let (Some(state), Some(data)) = (client.local_state(), client.match_data()) {
+            let tick_s = data.rules.tick_duration().as_secs_f64();
+            self.feet.update(state.position(), clock, tick_s);
+        }
         if let ShooterStatus::Ended(reason) = self.session.status() {
             self.release_pointer(ui);
             return Some(ShooterExit::Ended(reason));
@@ -368,7 +409,16 @@ impl ShooterScreen {
         };
         let body = &data.rules.body;
         let (yaw, pitch) = self.controls.view_angles();
-        let eye = arena_view::eye_of(&state.position(), body);
+        let clock = ui.input(|i| i.time);
+        let feet = self
+            .feet
+            .at(clock, data.rules.tick_duration().as_secs_f64());
+        let feet = if state.alive() {
+            feet
+        } else {
+            state.position()
+        };
+        let eye = arena_view::eye_of(&feet, body);
         let camera = arena_view::first_person_camera(&eye, &arena_view::direction_of(yaw, pitch));
         let mut solids = arena.solids.clone();
         for (slot, pose) in client.remote_poses(self.session.now()) {
@@ -398,5 +448,32 @@ impl ShooterScreen {
         };
         hud::paint_banner(&painter, rect, &banner);
         self.camera = Some(camera);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_camera_glides_over_one_tick_and_jumps_on_respawn() {
+        let mut g = Glide::default();
+        let tick = 1.0 / 30.0;
+        g.update(Point3::new(5.0, 0.0, 5.0), 1.0, tick);
+        assert_eq!(
+            g.at(1.0, tick),
+            Point3::new(5.0, 0.0, 5.0),
+            "the first position jumps"
+        );
+        g.update(Point3::new(5.2, 0.0, 5.0), 2.0, tick);
+        let half = g.at(2.0 + tick / 2.0, tick);
+        assert!((half.x - 5.1).abs() < 1e-4, "{half:?}");
+        assert_eq!(g.at(3.0, tick), Point3::new(5.2, 0.0, 5.0));
+        g.update(Point3::new(-10.0, 0.0, 0.0), 4.0, tick);
+        assert_eq!(
+            g.at(4.0, tick),
+            Point3::new(-10.0, 0.0, 0.0),
+            "a respawn jumps"
+        );
     }
 }

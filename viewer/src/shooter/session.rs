@@ -229,6 +229,9 @@ impl ShooterSession {
                         reject_text(*reason)
                     ));
                 }
+                ClientEvent::TimedOut if self.client.results().is_some() => {
+                    self.ended = Some("the match is over and its server closed".into());
+                }
                 ClientEvent::TimedOut if was_accepted => {
                     self.ended = Some(format!("the server at {} went silent", self.server));
                 }
