@@ -8,13 +8,22 @@ use crate::seq::seq_newer;
 /// Packets the ack tracker remembers; acks for older packets are ignored (at 60 Hz, a little over four seconds).
 pub const SENT_PACKETS: usize = 256;
 
-/// Received states kept per object on the receiving side (a little over a second of packets at 60 Hz).
-pub const HISTORY_PER_OBJECT: usize = 64;
+/// The largest distance, in packets, between a packet and the baseline one of its entries names (a little over a
+/// second at 60 Hz). An older acked baseline is not used, and the object goes absolute.
+pub const MAX_BASELINE_OFFSET: u16 = 64;
 
-/// The largest distance, in packets, between a packet and the baseline one of its entries names. A packet holds at
-/// most one state per object, so a receiver that got the baseline still holds it this many packets later; an
-/// older acked baseline is not used, and the object goes absolute.
-pub const MAX_BASELINE_OFFSET: u16 = HISTORY_PER_OBJECT as u16;
+/// Packet sequences whose states the receiving side keeps per object: twice the baseline window.
+///
+/// A state received in packet `b` sits in slot `b % HISTORY_PER_OBJECT` until a state from packet
+/// `b + HISTORY_PER_OBJECT` replaces it, and packets naming `b` are at most `b + MAX_BASELINE_OFFSET`. So a packet
+/// still finds its baselines when it arrives again (duplicated) or up to `HISTORY_PER_OBJECT - MAX_BASELINE_OFFSET`
+/// packets behind the newest one received (reordered). A window of only `MAX_BASELINE_OFFSET` would put a packet at
+/// the full offset into its own baseline's slot, so that its duplicate, or a late packet naming the same baseline,
+/// no longer decodes.
+pub const HISTORY_PER_OBJECT: usize = 2 * MAX_BASELINE_OFFSET as usize;
+
+// Slots must follow sequences across the wrap from 65535 to 0.
+const _: () = assert!(65536 % HISTORY_PER_OBJECT == 0);
 
 /// A state both sides are known to hold: it arrived in packet `sequence`, sent at simulation frame `frame`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -211,22 +220,40 @@ mod tests {
         h.insert(0, 100, 0, 1);
         assert!(h.get(0, 100).is_none());
         assert_eq!(h.get(0, 100 + window).map(|b| b.state), Some(2));
-        // Across the wrap, 3 is newer than 65535 - 60.
-        h.insert(0, 65535 - 60, 0, 3);
+        // Across the wrap, 3 is newer than 3 - window and takes its slot.
+        h.insert(0, 3u16.wrapping_sub(window), 0, 3);
         h.insert(0, 3, 0, 4);
         assert_eq!(h.get(0, 3).map(|b| b.state), Some(4));
+        assert!(h.get(0, 3u16.wrapping_sub(window)).is_none());
+    }
+
+    #[test]
+    fn a_baseline_outlives_the_packets_that_may_name_it() {
+        let mut h = ReceiveHistory::<u16>::new(1);
+        let base = 65500u16;
+        h.insert(0, base, 0, 1);
+        // Every packet up to the full offset may name `base`, and may arrive again or after any of the next
+        // MAX_BASELINE_OFFSET - 1 packets, each carrying the object too.
+        for s in 1..2 * MAX_BASELINE_OFFSET {
+            h.insert(0, base.wrapping_add(s), s, 2);
+            assert_eq!(h.get(0, base).map(|b| b.state), Some(1), "after {s}");
+        }
+        h.insert(0, base.wrapping_add(HISTORY_PER_OBJECT as u16), 0, 3);
+        assert!(h.get(0, base).is_none());
     }
 
     #[test]
     fn history_keeps_the_latest_states() {
         let mut h = ReceiveHistory::<u16>::new(2);
-        for s in 0..80u16 {
+        let window = HISTORY_PER_OBJECT as u16;
+        let end = window + 16;
+        for s in 0..end {
             h.insert(1, s, s, s * 10);
         }
-        assert!(h.get(1, 15).is_none());
-        assert_eq!(h.get(1, 16).map(|b| b.state), Some(160));
-        assert_eq!(h.get(1, 79).map(|b| b.state), Some(790));
-        assert!(h.get(0, 79).is_none());
+        assert!(h.get(1, end - window - 1).is_none());
+        assert_eq!(h.get(1, end - window).map(|b| b.state), Some(160));
+        assert_eq!(h.get(1, end - 1).map(|b| b.state), Some((end - 1) * 10));
+        assert!(h.get(0, end - 1).is_none());
         h.insert(5, 1, 1, 1);
         assert!(h.get(5, 1).is_none());
     }

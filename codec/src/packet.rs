@@ -679,7 +679,7 @@ mod tests {
 
     #[test]
     fn slow_acks_fall_back_to_absolute_without_errors() {
-        // Acks 20 frames late still allow deltas; 80 frames late is past the receive history, so every entry goes
+        // Acks 20 frames late still allow deltas; 80 frames late is past the baseline window, so every entry goes
         // absolute (about 45 to a packet) and nothing names a baseline the receiver dropped.
         let slow = session(Backend::Bitpack, 9, 20);
         let stalled = session(Backend::Bitpack, 9, 80);
@@ -848,6 +848,73 @@ mod tests {
                 decode_packet::<ObjectState>(&link, &world.config, cut, &mut fresh),
                 Err(CodecError::Truncated)
             );
+        }
+    }
+
+    #[test]
+    fn late_and_duplicated_packets_find_baselines_at_the_full_offset() {
+        // Two packets name the same baseline, one at the full offset; they arrive newest first and then again, as
+        // UDP may deliver them. Storing a newer packet's states must not evict the baseline the others still name.
+        for backend in [Backend::Bitpack, Backend::Arith] {
+            let link = LinkConfig {
+                backend,
+                ..LinkConfig::default()
+            };
+            let mut world = World::new(6, 8);
+            let order: Vec<u16> = (0..8).collect();
+            let mut tracker = AckTracker::new(link.max_objects);
+            let mut history = ReceiveHistory::new(link.max_objects);
+            // Close to the wrap, so the packets' sequences straddle it.
+            let base = 65500u16;
+            let mut packets = Vec::new();
+            let mut frame = 0;
+            for offset in [0, MAX_BASELINE_OFFSET - 1, MAX_BASELINE_OFFSET] {
+                while frame < offset {
+                    world.step();
+                    frame += 1;
+                }
+                let header = PacketHeader {
+                    sequence: base.wrapping_add(offset),
+                    ..PacketHeader::default()
+                };
+                let state_of = |id: u16| world.states.get(usize::from(id)).copied();
+                let packet = encode_packet(
+                    &link,
+                    &world.config,
+                    header,
+                    offset,
+                    &order,
+                    state_of,
+                    &mut tracker,
+                )
+                .unwrap();
+                assert_eq!(packet.included, order);
+                packets.push((packet.bytes, world.states.clone()));
+                if offset == 0 {
+                    decode_packet::<ObjectState>(&link, &world.config, &packets[0].0, &mut history)
+                        .unwrap();
+                    tracker.process_acks(base, 0);
+                }
+            }
+            // Both later packets are coded against the first.
+            for (bytes, _) in &packets[1..] {
+                let mut fresh = ReceiveHistory::new(link.max_objects);
+                assert!(matches!(
+                    decode_packet::<ObjectState>(&link, &world.config, bytes, &mut fresh),
+                    Err(CodecError::MissingBaseline { sequence, .. }) if sequence == base
+                ));
+            }
+            for i in [2, 1, 2, 1] {
+                let (bytes, states) = &packets[i];
+                let decoded =
+                    decode_packet::<ObjectState>(&link, &world.config, bytes, &mut history)
+                        .unwrap_or_else(|e| panic!("{backend:?} packet {i}: {e}"));
+                let expected: Vec<(u16, ObjectState)> = order
+                    .iter()
+                    .map(|&id| (id, states[usize::from(id)]))
+                    .collect();
+                assert_eq!(decoded.entries, expected, "{backend:?} packet {i}");
+            }
         }
     }
 

@@ -1,14 +1,15 @@
-//! The eframe application: the start screen or a session screen, and the `--screenshot` job.
+//! The eframe application: the start screen, a session screen or the shooter screen, and the `--screenshot` job.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use egui::{CentralPanel, ColorImage, Ui, ViewportCommand};
 
-use crate::launcher::{LaunchError, SessionLauncher};
-use crate::offline_preview::OfflinePreview;
+use crate::launcher::SessionLauncher;
 use crate::screenshot_check::inspect;
-use crate::session::SessionHandle;
+use crate::session::{BodyView, SessionHandle};
 use crate::session_screen::{SessionExit, SessionScreen};
 use crate::shooter::form::DedicatedConfig;
 use crate::shooter::screen::{ShooterExit, ShooterScreen};
@@ -24,8 +25,19 @@ enum Screen {
 
 /// Frames drawn before the screenshot is requested, so layout and fonts have settled.
 const SCREENSHOT_AFTER_FRAMES: u32 = 5;
-/// Frames after which a screenshot that never arrived counts as failed.
-const SCREENSHOT_GIVE_UP_FRAMES: u32 = 600;
+/// Seconds after which a screenshot that never came right counts as failed.
+const SCREENSHOT_GIVE_UP: Duration = Duration::from_secs(60);
+/// Frames a fresh attempt waits after a captured frame failed its check (a cube in flight hid a colour).
+const SCREENSHOT_RETRY_FRAMES: u32 = 20;
+
+/// When a `--screenshot` run takes its picture.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScreenshotPlan {
+    /// Let the session run this long first.
+    pub settle: Duration,
+    /// Wait until at least this many players other than the host have authority over some cube.
+    pub min_authorities: usize,
+}
 
 /// The outcome of a `--screenshot` run (a summary of the frame, or what is wrong with it), read by `main`
 /// after the window closed.
@@ -34,8 +46,14 @@ pub type ScreenshotOutcome = Arc<Mutex<Option<Result<String, String>>>>;
 /// Takes one screenshot of the window, writes it as PNG and closes the window.
 struct ScreenshotJob {
     path: PathBuf,
+    plan: ScreenshotPlan,
+    started: Option<f64>,
     frames: u32,
-    requested: bool,
+    /// The frame from which a capture may be requested.
+    next_try: u32,
+    /// The bodies as drawn in the frame whose capture was requested.
+    requested: Option<Vec<BodyView>>,
+    last_problem: Option<String>,
     image: Arc<Mutex<Option<Arc<ColorImage>>>>,
     outcome: ScreenshotOutcome,
 }
@@ -45,13 +63,13 @@ pub struct ViewerApp {
     screen: Screen,
     /// The start form as it was when the last session started, shown again when it ends.
     last_form: StartScreen,
-    launcher: Option<Box<dyn SessionLauncher>>,
+    launcher: Box<dyn SessionLauncher>,
     screenshot: Option<ScreenshotJob>,
 }
 
 impl ViewerApp {
-    /// The app on its start screen. Without a launcher, Host and Join explain that they are not available.
-    pub fn new(launcher: Option<Box<dyn SessionLauncher>>) -> Self {
+    /// The app on its start screen; Host and Join go through `launcher`.
+    pub fn new(launcher: Box<dyn SessionLauncher>) -> Self {
         Self {
             screen: Screen::Start(StartScreen::default()),
             last_form: StartScreen::default(),
@@ -61,19 +79,32 @@ impl ViewerApp {
     }
 
     /// The app showing `session` straight away (its start form is the default one).
-    pub fn with_session(session: Box<dyn SessionHandle>) -> Self {
-        let mut app = Self::new(None);
+    pub fn with_session(
+        launcher: Box<dyn SessionLauncher>,
+        session: Box<dyn SessionHandle>,
+    ) -> Self {
+        let mut app = Self::new(launcher);
         app.screen = Screen::Session(Box::new(SessionScreen::new(session)));
         app
     }
 
-    /// Once a few frames are drawn, write the window to the PNG at `path`, check the frame
-    /// ([`crate::screenshot_check`]) and close the window; the result lands in `outcome`.
-    pub fn take_screenshot(mut self, path: PathBuf, outcome: ScreenshotOutcome) -> Self {
+    /// Once `plan` is met, write the window to the PNG at `path`, check the frame
+    /// ([`crate::screenshot_check`]; a frame that fails is taken again, up to a time limit) and close the
+    /// window; the result lands in `outcome`.
+    pub fn take_screenshot(
+        mut self,
+        path: PathBuf,
+        plan: ScreenshotPlan,
+        outcome: ScreenshotOutcome,
+    ) -> Self {
         self.screenshot = Some(ScreenshotJob {
             path,
+            plan,
+            started: None,
             frames: 0,
-            requested: false,
+            next_try: SCREENSHOT_AFTER_FRAMES,
+            requested: None,
+            last_problem: None,
             image: Arc::default(),
             outcome,
         });
@@ -81,8 +112,11 @@ impl ViewerApp {
     }
 
     /// The app playing the dedicated-server shooter as `config` asks, straight away.
-    pub fn with_dedicated(config: &DedicatedConfig) -> Result<Self, ShooterLaunchError> {
-        let mut app = Self::new(None);
+    pub fn with_dedicated(
+        launcher: Box<dyn SessionLauncher>,
+        config: &DedicatedConfig,
+    ) -> Result<Self, ShooterLaunchError> {
+        let mut app = Self::new(launcher);
         app.screen = Screen::Shooter(Box::new(ShooterScreen::new(ShooterSession::start(config)?)));
         Ok(app)
     }
@@ -143,35 +177,29 @@ impl ViewerApp {
         if let Screen::Start(form) = &self.screen {
             self.last_form = form.clone();
         }
-        let result = match (&action, self.launcher.as_mut()) {
-            (StartAction::Preview(scene), _) => {
-                return Some(Screen::Session(Box::new(SessionScreen::new(Box::new(
-                    OfflinePreview::new(*scene),
-                )))));
-            }
-            (StartAction::Dedicated(config), _) => {
-                return match ShooterSession::start(config) {
-                    Ok(session) => Some(Screen::Shooter(Box::new(ShooterScreen::new(session)))),
-                    Err(e) => {
-                        if let Screen::Start(start) = &mut self.screen {
-                            start.dedicated.error = Some(e.to_string());
-                        }
-                        None
-                    }
-                };
-            }
-            (StartAction::Host(config), Some(l)) => l.host(config),
-            (StartAction::Join(config), Some(l)) => l.join(config),
-            (StartAction::Host(_), None) => Err(LaunchError::NotAvailable("hosting")),
-            (StartAction::Join(_), None) => Err(LaunchError::NotAvailable("joining")),
+        let result = match &action {
+            StartAction::Dedicated(config) => ShooterSession::start(config)
+                .map(|session| Screen::Shooter(Box::new(ShooterScreen::new(session))))
+                .map_err(|e| e.to_string()),
+            StartAction::Host(config) => self
+                .launcher
+                .host(config)
+                .map(session_screen)
+                .map_err(|e| e.to_string()),
+            StartAction::Join(config) => self
+                .launcher
+                .join(config)
+                .map(session_screen)
+                .map_err(|e| e.to_string()),
         };
         match result {
-            Ok(handle) => Some(Screen::Session(Box::new(SessionScreen::new(handle)))),
+            Ok(screen) => Some(screen),
             Err(e) => {
                 if let Screen::Start(start) = &mut self.screen {
                     match action {
-                        StartAction::Join(_) => start.join_error = Some(e.to_string()),
-                        _ => start.host_error = Some(e.to_string()),
+                        StartAction::Join(_) => start.join_error = Some(e),
+                        StartAction::Host(_) => start.host_error = Some(e),
+                        StartAction::Dedicated(_) => start.dedicated.error = Some(e),
                     }
                 }
                 None
@@ -179,50 +207,70 @@ impl ViewerApp {
         }
     }
 
+    /// The bodies on screen now (none on the start screen).
+    fn bodies_shown(&self) -> Vec<BodyView> {
+        match &self.screen {
+            Screen::Session(session) => session.handle().bodies().to_vec(),
+            Screen::Start(_) | Screen::Shooter(_) => Vec::new(),
+        }
+    }
+
     /// Advance the screenshot job by one frame.
     fn screenshot_frame(&mut self, ui: &Ui) {
+        let bodies = self.bodies_shown();
         let Some(job) = &mut self.screenshot else {
             return;
         };
         job.frames += 1;
         ui.ctx().request_repaint();
+        let clock = ui.input(|i| i.time);
+        let elapsed = Duration::from_secs_f64((clock - *job.started.get_or_insert(clock)).max(0.0));
         let captured = job
             .image
             .lock()
             .map(|mut slot| slot.take())
             .unwrap_or_default();
         let result = if let Some(image) = captured {
-            let bodies = match &self.screen {
-                Screen::Session(session) => session.handle().bodies().to_vec(),
-                Screen::Start(_) | Screen::Shooter(_) => Vec::new(),
-            };
-            Some(write_png(&image, &job.path).and_then(|()| {
-                let report = inspect(&image, &bodies);
-                let summary = format!(
-                    "wrote {} ({}x{}, {} colours, pixels by authority {:?})",
-                    job.path.display(),
-                    image.size[0],
-                    image.size[1],
-                    report.distinct_colors,
-                    report.authority_pixels
-                );
-                match report.problems().as_slice() {
-                    [] => Ok(summary),
-                    problems => Err(format!("{summary}: {}", problems.join("; "))),
+            let drawn = job.requested.take().unwrap_or_default();
+            let report = inspect(&image, &drawn);
+            let summary = format!(
+                "wrote {} ({}x{}, {} colours, pixels by authority {:?})",
+                job.path.display(),
+                image.size[0],
+                image.size[1],
+                report.distinct_colors,
+                report.authority_pixels
+            );
+            match report.problems().as_slice() {
+                [] => Some(write_png(&image, &job.path).map(|()| summary)),
+                problems => {
+                    job.last_problem = Some(format!("{summary}: {}", problems.join("; ")));
+                    job.next_try = job.frames + SCREENSHOT_RETRY_FRAMES;
+                    None
                 }
-            }))
-        } else if job.frames > SCREENSHOT_GIVE_UP_FRAMES {
+            }
+        } else if elapsed > SCREENSHOT_GIVE_UP {
+            let why = job
+                .last_problem
+                .take()
+                .unwrap_or_else(|| "the session never showed the cubes asked for".into());
             Some(Err(format!(
-                "no screenshot arrived after {SCREENSHOT_GIVE_UP_FRAMES} frames"
+                "no good screenshot within {} s: {why}",
+                SCREENSHOT_GIVE_UP.as_secs()
             )))
         } else {
+            let authorities: BTreeSet<_> = bodies.iter().filter_map(|b| b.authority).collect();
             // The shooter's frame is worth taking once an opponent stands in view.
-            let ready = match &self.screen {
+            let scene_ready = match &self.screen {
                 Screen::Shooter(shooter) => shooter.shows_an_opponent(),
                 Screen::Start(_) | Screen::Session(_) => true,
             };
-            if job.frames >= SCREENSHOT_AFTER_FRAMES && ready && !job.requested {
-                job.requested = true;
+            let ready = job.frames >= job.next_try
+                && elapsed >= job.plan.settle
+                && authorities.len() >= job.plan.min_authorities
+                && scene_ready;
+            if ready && job.requested.is_none() {
+                job.requested = Some(bodies);
                 let slot = Arc::clone(&job.image);
                 let ctx = ui.ctx().clone();
                 ui.ctx().request_screenshot(move |image| {
@@ -242,6 +290,11 @@ impl ViewerApp {
             ui.ctx().send_viewport_cmd(ViewportCommand::Close);
         }
     }
+}
+
+/// The session screen showing a launched session.
+fn session_screen(handle: Box<dyn SessionHandle>) -> Screen {
+    Screen::Session(Box::new(SessionScreen::new(handle)))
 }
 
 /// Write an egui image as an RGBA PNG.

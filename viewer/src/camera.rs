@@ -68,6 +68,12 @@ impl OrbitCamera {
         (self.target - self.eye()).normalize()
     }
 
+    /// Back off far enough to see a scene whose objects lie within `radius` metres of the vertical axis
+    /// (never closer than the default view, never beyond the zoom limit).
+    pub fn fit(&mut self, radius: f32) {
+        self.distance = (radius * 2.2).clamp(Self::default().distance, Self::MAX_DISTANCE);
+    }
+
     /// Turn the camera by a mouse drag given in egui points.
     pub fn orbit(&mut self, drag: Vec2) {
         self.yaw += drag.x * 0.01;
@@ -201,6 +207,17 @@ mod tests {
         assert_eq!(cam.distance, OrbitCamera::MAX_DISTANCE);
         cam.orbit(Vec2::new(0.0, 1.0e4));
         assert_eq!(cam.pitch, OrbitCamera::MAX_PITCH);
+    }
+
+    #[test]
+    fn fitting_backs_off_for_large_scenes_only() {
+        let mut cam = OrbitCamera::default();
+        cam.fit(4.0);
+        assert_eq!(cam.distance, OrbitCamera::default().distance);
+        cam.fit(20.0);
+        assert_eq!(cam.distance, 44.0);
+        cam.fit(1000.0);
+        assert_eq!(cam.distance, OrbitCamera::MAX_DISTANCE);
     }
 
     #[test]

@@ -12,8 +12,13 @@ use crate::camera::{OrbitCamera, clip_to_near};
 use crate::palette::{authority_color, player_color, shade};
 use crate::session::{AvatarView, BodyId, BodyView};
 
-/// Half the side of the square floor, metres.
-const FLOOR_HALF: i32 = 12;
+/// Floor tiles from the centre to each edge (the checkerboard is 2 × this many tiles on a side).
+const FLOOR_TILES: i32 = 12;
+/// Half the side of the floor drawn when the scene asks for less, metres.
+pub const MIN_FLOOR_HALF: f32 = 12.0;
+/// Smallest on-screen size (points) of a face that gets the thin plain rim: on smaller faces the rim is
+/// under a pixel, and leaving it out makes a 900-cube scene's mesh five times smaller.
+const MIN_PLAIN_RIM_FACE: f32 = 16.0;
 /// Background colour above the horizon.
 const SKY: Color32 = Color32::from_rgb(28, 32, 40);
 /// Unit vector towards the light.
@@ -104,6 +109,8 @@ pub struct Scene<'a> {
     pub avatars: &'a [AvatarView],
     /// The body under the mouse pointer, if any.
     pub hovered: Option<BodyId>,
+    /// Half the side of the square floor, metres (at least [`MIN_FLOOR_HALF`]).
+    pub floor_half: f32,
 }
 
 /// Paint the scene into `rect` seen through `camera`.
@@ -128,7 +135,7 @@ pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<
     for avatar in scene.avatars {
         boxes.extend(avatar_boxes(avatar));
     }
-    paint_boxes(painter, rect, camera, FLOOR_HALF, &boxes);
+    paint_boxes(painter, rect, camera, scene.floor_half, &boxes);
 }
 
 /// A plain shaded box of any colour, for views that are not a cube session (the shooter's arena and players).
@@ -144,12 +151,13 @@ pub struct Solid {
     pub color: Color32,
 }
 
-/// Paint a checkerboard floor reaching `floor_half` metres from the origin and `solids` into `rect`.
+/// Paint a checkerboard floor reaching `floor_half` metres from the origin (at least [`MIN_FLOOR_HALF`]) and
+/// `solids` into `rect`.
 pub fn paint_solids(
     painter: &Painter,
     rect: Rect,
     camera: &OrbitCamera,
-    floor_half: i32,
+    floor_half: f32,
     solids: &[Solid],
 ) {
     let boxes: Vec<BoxShape> = solids
@@ -165,17 +173,23 @@ pub fn paint_solids(
     paint_boxes(painter, rect, camera, floor_half, &boxes);
 }
 
-/// The sky, the floor, then the boxes far to near.
+/// The sky, the floor reaching `floor_half` metres from the origin (at least [`MIN_FLOOR_HALF`]), then the
+/// boxes far to near.
 fn paint_boxes(
     painter: &Painter,
     rect: Rect,
     camera: &OrbitCamera,
-    floor_half: i32,
+    floor_half: f32,
     boxes: &[BoxShape],
 ) {
     painter.rect_filled(rect, 0.0, SKY);
     let view = camera.view();
-    painter.add(Shape::mesh(floor_mesh(camera, &view, rect, floor_half)));
+    painter.add(Shape::mesh(floor_mesh(
+        camera,
+        &view,
+        rect,
+        floor_half.max(MIN_FLOOR_HALF),
+    )));
     let mut mesh = Mesh::default();
     for face in &paint_order(boxes, camera, &view, rect) {
         add_face(&mut mesh, face);
@@ -270,11 +284,15 @@ fn box_faces(b: &BoxShape, camera: &OrbitCamera, view: &Isometry3<f32>, rect: Re
         }
         let depth = projected.iter().map(|p| p.depth).sum::<f32>() / projected.len() as f32;
         let color = shade(b.color, lambert(&normal));
-        let edge = (clipped.len() == 4).then(|| match b.edge {
-            Edge::Plain => (shade(color, 0.72), 0.06),
-            Edge::Held => (Color32::from_rgb(20, 20, 24), 0.2),
-            Edge::Hovered => (Color32::from_rgb(255, 236, 120), 0.12),
-        });
+        let screen = Rect::from_points(&projected.iter().map(|p| p.screen).collect::<Vec<_>>());
+        let rim_visible = screen.width().min(screen.height()) >= MIN_PLAIN_RIM_FACE;
+        let edge = (clipped.len() == 4)
+            .then_some(b.edge)
+            .and_then(|edge| match edge {
+                Edge::Plain => rim_visible.then(|| (shade(color, 0.72), 0.06)),
+                Edge::Held => Some((Color32::from_rgb(20, 20, 24), 0.2)),
+                Edge::Hovered => Some((Color32::from_rgb(255, 236, 120), 0.12)),
+            });
         out.push(Face {
             screen: projected.iter().map(|p| p.screen).collect(),
             box_depth,
@@ -325,19 +343,21 @@ fn add_face(mesh: &mut Mesh, face: &Face) {
     }
 }
 
-/// The floor as a checkerboard of one-metre tiles reaching `half` metres from the origin, which doubles as the grid.
-fn floor_mesh(camera: &OrbitCamera, view: &Isometry3<f32>, rect: Rect, half: i32) -> Mesh {
+/// The floor as a checkerboard, which doubles as the grid: one-metre tiles on the smallest floor, larger
+/// ones on larger floors.
+fn floor_mesh(camera: &OrbitCamera, view: &Isometry3<f32>, rect: Rect, half: f32) -> Mesh {
+    let size = half / FLOOR_TILES as f32;
     let mut mesh = Mesh::default();
     let light = Color32::from_rgb(92, 98, 108);
     let dark = Color32::from_rgb(78, 84, 94);
-    for x in -half..half {
-        for z in -half..half {
-            let (x0, z0) = (x as f32, z as f32);
+    for x in -FLOOR_TILES..FLOOR_TILES {
+        for z in -FLOOR_TILES..FLOOR_TILES {
+            let (x0, z0) = (x as f32 * size, z as f32 * size);
             let tile = [
                 Point3::new(x0, 0.0, z0),
-                Point3::new(x0, 0.0, z0 + 1.0),
-                Point3::new(x0 + 1.0, 0.0, z0 + 1.0),
-                Point3::new(x0 + 1.0, 0.0, z0),
+                Point3::new(x0, 0.0, z0 + size),
+                Point3::new(x0 + size, 0.0, z0 + size),
+                Point3::new(x0 + size, 0.0, z0),
             ];
             let in_view: Vec<Point3<f32>> = tile.iter().map(|p| view * p).collect();
             let clipped = clip_to_near(&in_view);

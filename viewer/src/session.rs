@@ -5,9 +5,9 @@
 //! statistics from it and forwards the local player's intentions to it.
 
 use std::fmt;
-use std::time::Duration;
 
 use nalgebra::{Isometry3, Point3, UnitQuaternion, Vector3};
+pub use physync_guest::bots::BotKind;
 
 /// A player's index in the session (the host is player 0).
 pub type PlayerId = u8;
@@ -41,31 +41,6 @@ pub struct AvatarView {
     pub head: Isometry3<f32>,
     /// Left and right hand poses.
     pub hands: [Isometry3<f32>; 2],
-}
-
-/// The kinds of scripted bot guest that can be added to a running session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BotKind {
-    /// Stacks cubes into towers.
-    Builder,
-    /// Picks cubes up and throws them.
-    Thrower,
-    /// Grabs cubes and carries them around.
-    Grabber,
-}
-
-impl BotKind {
-    /// Every bot kind, in the order the UI offers them.
-    pub const ALL: [BotKind; 3] = [BotKind::Builder, BotKind::Thrower, BotKind::Grabber];
-
-    /// Lower-case name as shown on buttons and passed on command lines.
-    pub fn name(self) -> &'static str {
-        match self {
-            BotKind::Builder => "builder",
-            BotKind::Thrower => "thrower",
-            BotKind::Grabber => "grabber",
-        }
-    }
 }
 
 /// One entry of the player list.
@@ -131,8 +106,6 @@ pub enum SessionKind {
     Host,
     /// This window is a guest of a remote host.
     Guest,
-    /// A local, static layout used to show the renderer; no session and no network behind it.
-    OfflinePreview,
 }
 
 /// Whether the session still runs.
@@ -153,8 +126,12 @@ pub enum SessionError {
     HeldByOther(PlayerId),
     /// The session has no room for another player.
     Full,
-    /// The session cannot do this at all (for example the offline preview has no network to condition).
-    Unsupported(&'static str),
+    /// The host has not let this guest in yet.
+    NotJoined,
+    /// No cube has this id.
+    NoSuchCube(BodyId),
+    /// A socket could not be opened or used.
+    Network(String),
 }
 
 impl fmt::Display for SessionError {
@@ -162,7 +139,11 @@ impl fmt::Display for SessionError {
         match self {
             SessionError::HeldByOther(p) => write!(f, "that cube is held by player {p}"),
             SessionError::Full => write!(f, "the session is full"),
-            SessionError::Unsupported(what) => write!(f, "not possible here: {what}"),
+            SessionError::NotJoined => {
+                write!(f, "not in the session yet: the host has not answered")
+            }
+            SessionError::NoSuchCube(id) => write!(f, "there is no cube {id}"),
+            SessionError::Network(e) => write!(f, "network error: {e}"),
         }
     }
 }
@@ -172,17 +153,18 @@ impl std::error::Error for SessionError {}
 /// The viewer's window onto a running session.
 ///
 /// Implementations pump the real host/guest core in [`SessionHandle::update`] and refresh the views the
-/// getters return; the getters are cheap and called every frame.
+/// getters return; the getters are cheap and called every frame. A session over UDP runs on its driver's wall
+/// clock, so `update` takes no time from the screen.
 pub trait SessionHandle {
-    /// Host, guest or offline preview.
+    /// Host or guest.
     fn kind(&self) -> SessionKind;
     /// A one-line description for the window (scene, address…).
     fn title(&self) -> String;
-    /// Advance the session to `now` (time since the session screen opened): receive, step, send.
-    fn update(&mut self, now: Duration);
+    /// Advance the session to the present: receive, step, send (and the same for the bots it runs).
+    fn update(&mut self);
     /// Whether the session goes on.
     fn status(&self) -> SessionStatus;
-    /// The local player's index.
+    /// The local player's index (0, the host's, until a guest is let in).
     fn local_player(&self) -> PlayerId;
     /// Every dynamic body with its render pose, authority and owner.
     fn bodies(&self) -> &[BodyView];
@@ -202,6 +184,8 @@ pub trait SessionHandle {
     fn release(&mut self, velocity: Vector3<f32>);
     /// Add a scripted bot guest to the session.
     fn add_bot(&mut self, kind: BotKind) -> Result<(), SessionError>;
+    /// Something that happened on its own since the last call (a bot refused by the host…), to show once.
+    fn take_notice(&mut self) -> Option<String>;
     /// Leave the session (the host leaving ends it for every guest).
     fn leave(&mut self);
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use egui::{Color32, Panel, PointerButton, Pos2, Rect, RichText, ScrollArea, Sense, Slider, Ui};
+use egui::{Panel, PointerButton, Pos2, Rect, RichText, ScrollArea, Sense, Slider, Ui};
 use nalgebra::{Point3, Vector3};
 
 use crate::camera::OrbitCamera;
@@ -49,6 +49,10 @@ pub struct SessionScreen {
     view_rect: Option<Rect>,
     /// egui's clock (seconds) when the screen was first drawn: session time counts from there.
     opened_at: Option<f64>,
+    /// Whether the camera and floor were fitted to the scene (once, when its bodies first arrive).
+    framed: bool,
+    /// Half the side of the floor drawn, metres: reaches past every body and avatar of the first frame.
+    floor_half: f32,
 }
 
 impl SessionScreen {
@@ -65,6 +69,8 @@ impl SessionScreen {
             history: NetworkHistory::default(),
             view_rect: None,
             opened_at: None,
+            framed: false,
+            floor_half: render3d::MIN_FLOOR_HALF,
         }
     }
 
@@ -93,29 +99,38 @@ impl SessionScreen {
         let clock = ui.input(|i| i.time);
         let opened_at = *self.opened_at.get_or_insert(clock);
         let now = Duration::from_secs_f64((clock - opened_at).max(0.0));
-        self.handle.update(now);
+        self.handle.update();
+        if let Some(notice) = self.handle.take_notice() {
+            self.message = Some(notice);
+        }
         if let SessionStatus::Ended(reason) = self.handle.status() {
             return Some(SessionExit::Ended(reason));
+        }
+        if !self.framed && !self.handle.bodies().is_empty() {
+            let bodies = self.handle.bodies().iter().map(|b| b.position);
+            let heads = self
+                .handle
+                .avatars()
+                .iter()
+                .map(|a| Point3::from(a.head.translation.vector));
+            let (radius, extent) = bodies.clone().fold((0.0f32, 0.0f32), |(r, e), p| {
+                (r.max(p.x.hypot(p.z)), e.max(p.x.abs()).max(p.z.abs()))
+            });
+            let extent = heads.fold(extent, |e, p| e.max(p.x.abs()).max(p.z.abs()));
+            self.camera.fit(radius);
+            self.floor_half = (extent + 1.5).ceil().max(render3d::MIN_FLOOR_HALF);
+            self.framed = true;
         }
         self.history.record(now, &self.handle.link_stats());
         ui.ctx().request_repaint();
 
         Panel::top("session_title").show(ui, |ui| {
-            let title = self.handle.title();
-            match self.handle.kind() {
-                SessionKind::OfflinePreview => {
-                    ui.label(
-                        RichText::new(title)
-                            .color(Color32::from_rgb(255, 200, 80))
-                            .strong(),
-                    );
-                }
-                SessionKind::Host | SessionKind::Guest => {
-                    ui.label(RichText::new(title).strong());
-                }
-            }
+            ui.label(RichText::new(self.handle.title()).strong());
             if self.handle.status() == SessionStatus::Connecting {
-                ui.label("Connecting…");
+                ui.label(match self.handle.kind() {
+                    SessionKind::Guest => "Connecting… waiting for the host to let this viewer in.",
+                    SessionKind::Host => "Starting…",
+                });
             }
         });
         let mut exit = None;
@@ -169,6 +184,7 @@ impl SessionScreen {
         });
         ui.separator();
         ui.heading("Link conditioner");
+        ui.label("Applied to everything this peer sends.");
         let before = self.conditioner;
         let c = &mut self.conditioner;
         ui.add(Slider::new(&mut c.latency_ms, 0..=500).text("latency ms"));
@@ -235,6 +251,7 @@ impl SessionScreen {
             bodies: self.handle.bodies(),
             avatars: self.handle.avatars(),
             hovered: self.hovered,
+            floor_half: self.floor_half,
         };
         render3d::paint(&ui.painter_at(rect), rect, &self.camera, &scene);
     }

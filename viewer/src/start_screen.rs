@@ -4,8 +4,9 @@ use egui::{Color32, ComboBox, DragValue, Frame, RichText, TextEdit, Ui};
 
 use crate::input::{check_port_free, parse_address, parse_port};
 use crate::launcher::{HostConfig, JoinConfig};
-use crate::scene_choice::SceneChoice;
 use crate::shooter::form::{DedicatedConfig, DedicatedForm};
+use physync_engine::world::avatar::MAX_PLAYERS;
+use physync_engine::world::scene::SceneKind;
 
 /// Colour of error messages.
 pub const ERROR_COLOR: Color32 = Color32::from_rgb(255, 110, 100);
@@ -17,8 +18,6 @@ pub enum StartAction {
     Host(HostConfig),
     /// Join a session.
     Join(JoinConfig),
-    /// Look at a scene's static layout without any session.
-    Preview(SceneChoice),
     /// Play the dedicated-server shooter.
     Dedicated(DedicatedConfig),
 }
@@ -29,7 +28,7 @@ pub struct StartScreen {
     /// Text of the listen-port field.
     pub host_port: String,
     /// The scene to host.
-    pub scene: SceneChoice,
+    pub scene: SceneKind,
     /// Maximum number of players, host included.
     pub max_players: u8,
     /// Text of the join-address field.
@@ -48,7 +47,7 @@ impl Default for StartScreen {
     fn default() -> Self {
         Self {
             host_port: "40000".into(),
-            scene: SceneChoice::Table,
+            scene: SceneKind::Table,
             max_players: 4,
             join_address: "127.0.0.1:40000".into(),
             host_error: None,
@@ -71,8 +70,8 @@ fn section(ui: &mut Ui, add_contents: impl FnOnce(&mut Ui)) {
     ui.add_space(8.0);
 }
 
-/// Smallest and largest session size offered (the VR sample's sessions had 4 players).
-const PLAYER_RANGE: std::ops::RangeInclusive<u8> = 2..=8;
+/// Smallest and largest session size offered (the VR sample's sessions had 4 players, the cores' limit).
+const PLAYER_RANGE: std::ops::RangeInclusive<u8> = 2..=MAX_PLAYERS as u8;
 
 impl StartScreen {
     /// Validate the Host form.
@@ -131,7 +130,7 @@ impl StartScreen {
             ComboBox::from_label("Scene")
                 .selected_text(self.scene.name())
                 .show_ui(ui, |ui| {
-                    for scene in SceneChoice::ALL {
+                    for scene in SceneKind::ALL {
                         ui.selectable_value(&mut self.scene, scene, scene.name());
                     }
                 });
@@ -140,21 +139,12 @@ impl StartScreen {
                 ui.add(DragValue::new(&mut self.max_players).range(PLAYER_RANGE))
                     .labelled_by(label.id);
             });
-            ui.horizontal(|ui| {
-                if ui.button("Host").clicked() {
-                    match self.host_action() {
-                        Ok(a) => action = Some(a),
-                        Err(e) => self.host_error = Some(e),
-                    }
+            if ui.button("Host").clicked() {
+                match self.host_action() {
+                    Ok(a) => action = Some(a),
+                    Err(e) => self.host_error = Some(e),
                 }
-                if ui
-                    .button("Offline preview")
-                    .on_hover_text("The scene's static layout; no session")
-                    .clicked()
-                {
-                    action = Some(StartAction::Preview(self.scene));
-                }
-            });
+            }
             if let Some(e) = &self.host_error {
                 ui.colored_label(ERROR_COLOR, e);
             }

@@ -22,6 +22,7 @@ use physync_guest::dedicated::driver::UdpClient;
 use physync_host::dedicated::MatchConfig;
 use physync_host::dedicated::driver::UdpMatch;
 use physync_viewer::app::ViewerApp;
+use physync_viewer::launcher::CoreLauncher;
 use physync_viewer::shooter::controls::TURN_PER_POINT;
 use physync_viewer::shooter::screen::ShooterScreen;
 use physync_viewer::shooter::session::ShooterStatus;
@@ -35,7 +36,10 @@ fn harness() -> Harness<'static, ViewerApp> {
     Harness::builder()
         .with_size(Vec2::new(1200.0, 800.0))
         .with_step_dt(1.0 / 60.0)
-        .build_ui_state(|ui, app: &mut ViewerApp| app.show(ui), ViewerApp::new(None))
+        .build_ui_state(
+            |ui, app: &mut ViewerApp| app.show(ui),
+            ViewerApp::new(Box::new(CoreLauncher::new(7))),
+        )
 }
 
 fn free_port() -> u16 {

@@ -4,6 +4,17 @@
 //! physics engine's own sleep never quite fires. Instead an object is declared at rest when, over the last
 //! [`REST_WINDOW`] frames, no sample strayed from the newest by more than [`REST_POSITION_THRESHOLD`] and no
 //! orientation axis turned further than a dot product of [`REST_AXIS_DOT`].
+//!
+//! Quantize-both-sides adds a second way to be at rest: a quantization fixed point. A cube lying on a face
+//! often has no exactly flat orientation on the rotation grid (a cube turned 90° about a horizontal axis sits
+//! exactly where two smallest-three components are equal, and the nearest grid orientations tilt it by about
+//! half a degree). Balanced on an edge, it tips toward flat during a step, the write-back snaps the rotation
+//! back to the same tilted grid point, and the velocity change of one step rounds away: rotation and velocities
+//! stay on the same integers (or flicker by a step) frame after frame while the position creeps one grid step
+//! per frame, far enough to fail the pose test forever. Physics cannot do that on its own: friction and contacts
+//! change a slow supported body's velocity by many steps a frame. So a body that was settling (see
+//! [`Sample::settling`]) on every frame of the window, whose orientation passed the pose test's axis threshold
+//! and whose quantized velocities stayed within [`FIXED_POINT_VELOCITY_SPREAD`] steps, is at rest too.
 
 use nalgebra::{UnitQuaternion, Vector3};
 
@@ -16,11 +27,32 @@ pub const REST_POSITION_THRESHOLD: f32 = 0.01;
 /// Smallest dot product between each local axis of a sample and of the newest orientation.
 pub const REST_AXIS_DOT: f32 = 0.9999;
 
-/// The pose history of one object.
+/// Widest spread, in quantization steps, of each velocity component over the window that still counts as
+/// frozen by rounding. Two steps over 16 frames is an acceleration of 0.03 m/s² (0.06 rad/s²) at the default
+/// quantization, far below anything friction or a contact does to a moving body.
+pub const FIXED_POINT_VELOCITY_SPREAD: i32 = 2;
+
+/// One frame of an object's state, as the detector sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// Position (the quantized one, dequantized).
+    pub position: Vector3<f32>,
+    /// Orientation (the quantized one, dequantized).
+    pub rotation: UnitQuaternion<f32>,
+    /// Quantized linear then angular velocity indices.
+    pub velocities: [i32; 6],
+    /// The object touches something, nothing held touches it, and it moves slower than what would wake a
+    /// resting object: frozen velocities then mean a quantization fixed point, not real motion.
+    pub settling: bool,
+}
+
+/// The recent history of one object.
 #[derive(Debug, Clone)]
 pub struct RestDetector {
     positions: [Vector3<f32>; REST_WINDOW],
     rotations: [UnitQuaternion<f32>; REST_WINDOW],
+    velocities: [[i32; 6]; REST_WINDOW],
+    settling: [bool; REST_WINDOW],
     len: usize,
     next: usize,
 }
@@ -30,6 +62,8 @@ impl Default for RestDetector {
         Self {
             positions: [Vector3::zeros(); REST_WINDOW],
             rotations: [UnitQuaternion::identity(); REST_WINDOW],
+            velocities: [[0; 6]; REST_WINDOW],
+            settling: [false; REST_WINDOW],
             len: 0,
             next: 0,
         }
@@ -37,13 +71,18 @@ impl Default for RestDetector {
 }
 
 impl RestDetector {
-    /// Records this frame's pose and says whether the window is full and nothing moved over it.
-    pub fn push(&mut self, position: Vector3<f32>, rotation: UnitQuaternion<f32>) -> bool {
-        self.positions[self.next] = position;
-        self.rotations[self.next] = rotation;
+    /// Records this frame and says whether the window is full and the object is at rest: its orientation held
+    /// still over the window, and either its position did too or it sat in a quantization fixed point.
+    pub fn push(&mut self, sample: &Sample) -> bool {
+        self.positions[self.next] = sample.position;
+        self.rotations[self.next] = sample.rotation;
+        self.velocities[self.next] = sample.velocities;
+        self.settling[self.next] = sample.settling;
         self.next = (self.next + 1) % REST_WINDOW;
         self.len = (self.len + 1).min(REST_WINDOW);
-        self.len == REST_WINDOW && self.still_around(position, rotation)
+        self.len == REST_WINDOW
+            && self.orientation_still(sample.rotation)
+            && (self.position_still(sample.position) || self.frozen_by_rounding())
     }
 
     /// Forgets the history, so a woken object needs a full window before it rests again.
@@ -52,16 +91,31 @@ impl RestDetector {
         self.next = 0;
     }
 
-    fn still_around(&self, position: Vector3<f32>, rotation: UnitQuaternion<f32>) -> bool {
+    fn position_still(&self, position: Vector3<f32>) -> bool {
         let limit = REST_POSITION_THRESHOLD * REST_POSITION_THRESHOLD;
-        let axes = [Vector3::x(), Vector3::y(), Vector3::z()].map(|a| rotation * a);
-        (0..self.len).all(|i| {
-            (self.positions[i] - position).norm_squared() <= limit
-                && [Vector3::x(), Vector3::y(), Vector3::z()]
-                    .iter()
-                    .zip(axes.iter())
-                    .all(|(a, current)| (self.rotations[i] * a).dot(current) >= REST_AXIS_DOT)
+        self.positions[..self.len]
+            .iter()
+            .all(|p| (p - position).norm_squared() <= limit)
+    }
+
+    fn orientation_still(&self, rotation: UnitQuaternion<f32>) -> bool {
+        let axes = [Vector3::x(), Vector3::y(), Vector3::z()];
+        let current = axes.map(|a| rotation * a);
+        self.rotations[..self.len].iter().all(|r| {
+            axes.iter()
+                .zip(current.iter())
+                .all(|(a, c)| (r * a).dot(c) >= REST_AXIS_DOT)
         })
+    }
+
+    fn frozen_by_rounding(&self) -> bool {
+        let window = &self.velocities[..self.len];
+        self.settling[..self.len].iter().all(|&s| s)
+            && (0..6).all(|k| {
+                let lo = window.iter().map(|v| v[k]).min().unwrap_or(0);
+                let hi = window.iter().map(|v| v[k]).max().unwrap_or(0);
+                hi - lo <= FIXED_POINT_VELOCITY_SPREAD
+            })
     }
 }
 
@@ -69,14 +123,39 @@ impl RestDetector {
 mod tests {
     use super::*;
 
+    /// A frame that only the pose test can call rest.
+    fn pose(position: Vector3<f32>, rotation: UnitQuaternion<f32>) -> Sample {
+        Sample {
+            position,
+            rotation,
+            velocities: [0; 6],
+            settling: false,
+        }
+    }
+
+    /// A frame of the creep the module doc describes: one 1/512 m grid step a frame along z.
+    fn creeping(frame: usize, velocities: [i32; 6], settling: bool) -> Sample {
+        Sample {
+            position: Vector3::new(0.0, 0.25, -(frame as f32) / 512.0),
+            rotation: UnitQuaternion::identity(),
+            velocities,
+            settling,
+        }
+    }
+
+    /// The velocity indices of the reproduction in the world tests.
+    fn rolling() -> [i32; 6] {
+        [6, 0, -18, -36, 0, -11]
+    }
+
     #[test]
     fn rests_only_after_a_full_still_window() {
         let mut d = RestDetector::default();
         let p = Vector3::new(1.0, 0.5, 0.0);
         for i in 0..REST_WINDOW - 1 {
-            assert!(!d.push(p, UnitQuaternion::identity()), "frame {i}");
+            assert!(!d.push(&pose(p, UnitQuaternion::identity())), "frame {i}");
         }
-        assert!(d.push(p, UnitQuaternion::identity()));
+        assert!(d.push(&pose(p, UnitQuaternion::identity())));
     }
 
     #[test]
@@ -84,32 +163,105 @@ mod tests {
         let mut d = RestDetector::default();
         for i in 0..REST_WINDOW {
             let jitter = if i % 2 == 0 { 0.004 } else { -0.004 };
-            d.push(Vector3::new(jitter, 0.0, 0.0), UnitQuaternion::identity());
+            d.push(&pose(
+                Vector3::new(jitter, 0.0, 0.0),
+                UnitQuaternion::identity(),
+            ));
         }
-        assert!(d.push(Vector3::zeros(), UnitQuaternion::identity()));
-        assert!(!d.push(Vector3::new(0.02, 0.0, 0.0), UnitQuaternion::identity()));
+        assert!(d.push(&pose(Vector3::zeros(), UnitQuaternion::identity())));
+        assert!(!d.push(&pose(
+            Vector3::new(0.02, 0.0, 0.0),
+            UnitQuaternion::identity()
+        )));
     }
 
     #[test]
     fn rotation_beyond_the_axis_threshold_is_motion() {
         let mut d = RestDetector::default();
         for _ in 0..REST_WINDOW {
-            d.push(Vector3::zeros(), UnitQuaternion::identity());
+            d.push(&pose(Vector3::zeros(), UnitQuaternion::identity()));
         }
         // acos(0.9999) is about 0.81 degrees.
         let small = UnitQuaternion::from_axis_angle(&Vector3::z_axis(), 0.5f32.to_radians());
-        assert!(d.push(Vector3::zeros(), small));
+        assert!(d.push(&pose(Vector3::zeros(), small)));
         let large = UnitQuaternion::from_axis_angle(&Vector3::z_axis(), 2.0f32.to_radians());
-        assert!(!d.push(Vector3::zeros(), large));
+        assert!(!d.push(&pose(Vector3::zeros(), large)));
     }
 
     #[test]
     fn clear_restarts_the_window() {
         let mut d = RestDetector::default();
         for _ in 0..REST_WINDOW {
-            d.push(Vector3::zeros(), UnitQuaternion::identity());
+            d.push(&pose(Vector3::zeros(), UnitQuaternion::identity()));
         }
         d.clear();
-        assert!(!d.push(Vector3::zeros(), UnitQuaternion::identity()));
+        assert!(!d.push(&pose(Vector3::zeros(), UnitQuaternion::identity())));
+    }
+
+    #[test]
+    fn frozen_velocities_while_settling_are_rest() {
+        let mut d = RestDetector::default();
+        for frame in 0..REST_WINDOW - 1 {
+            assert!(!d.push(&creeping(frame, rolling(), true)), "frame {frame}");
+        }
+        assert!(d.push(&creeping(REST_WINDOW - 1, rolling(), true)));
+    }
+
+    #[test]
+    fn a_fixed_point_needs_settling_on_every_frame_of_the_window() {
+        let mut d = RestDetector::default();
+        let unsettled = REST_WINDOW / 2;
+        for frame in 0..REST_WINDOW * 3 {
+            let rest = d.push(&creeping(frame, rolling(), frame != unsettled));
+            assert_eq!(rest, frame >= unsettled + REST_WINDOW, "frame {frame}");
+        }
+    }
+
+    #[test]
+    fn drifting_velocities_are_not_a_fixed_point() {
+        let mut d = RestDetector::default();
+        for frame in 0..REST_WINDOW * 4 {
+            let mut velocities = rolling();
+            // Friction taking a velocity step off every fifth frame: slow, but a real deceleration.
+            velocities[2] += (frame / 5) as i32;
+            assert!(!d.push(&creeping(frame, velocities, true)), "frame {frame}");
+        }
+    }
+
+    #[test]
+    fn clear_restarts_the_fixed_point_window() {
+        let mut d = RestDetector::default();
+        for frame in 0..REST_WINDOW {
+            d.push(&creeping(frame, rolling(), true));
+        }
+        d.clear();
+        for frame in 0..REST_WINDOW - 1 {
+            assert!(!d.push(&creeping(frame, rolling(), true)), "frame {frame}");
+        }
+    }
+
+    #[test]
+    fn velocities_flickering_by_a_step_are_a_fixed_point() {
+        let mut d = RestDetector::default();
+        let mut rest = false;
+        for frame in 0..REST_WINDOW {
+            let mut velocities = rolling();
+            velocities[2] += (frame % 2) as i32;
+            velocities[5] -= (frame % 3 == 0) as i32;
+            rest = d.push(&creeping(frame, velocities, true));
+        }
+        assert!(rest);
+    }
+
+    #[test]
+    fn a_turning_body_is_not_a_fixed_point() {
+        let mut d = RestDetector::default();
+        for frame in 0..REST_WINDOW * 2 {
+            let mut sample = creeping(frame, rolling(), true);
+            // 0.2 degrees a frame: the window spans more than the axis threshold.
+            let angle = (frame as f32 * 0.2).to_radians();
+            sample.rotation = UnitQuaternion::from_axis_angle(&Vector3::x_axis(), angle);
+            assert!(!d.push(&sample), "frame {frame}");
+        }
     }
 }

@@ -2,9 +2,10 @@
 //!
 //! Each [`World::step`] runs, in order: quantize-both-sides (every free object's state is written back through
 //! the codec's quantization, so peers extrapolate from identical numbers), one rapier step, at-rest detection
-//! (a 16-frame pose history decides rest; resting objects are held perfectly still until something disturbs
-//! them), touch propagation of the local player's authority through contacts, return of confirmed authority
-//! to default after 60 frames at rest, and the priority and smoothing timers.
+//! (a 16-frame pose history decides rest, and so does a quantization fixed point, see [`at_rest`]; resting
+//! objects are held perfectly still until something disturbs them), touch propagation of the local player's
+//! authority through contacts, return of confirmed authority to default after 60 frames at rest, and the
+//! priority and smoothing timers.
 //!
 //! The public API speaks nalgebra; rapier's glam types stay inside this module tree (see [`convert`]).
 
@@ -26,7 +27,7 @@ use rapier3d::prelude::{
     ColliderBuilder, PhysicsWorld, RigidBodyBuilder, RigidBodyHandle, RigidBodyType,
 };
 
-use at_rest::RestDetector;
+use at_rest::{RestDetector, Sample};
 use authority::{Authority, AuthorityView, DEFAULT_AUTHORITY, Direction, PlayerIndex, Verdict};
 use avatar::{AvatarSlot, Hand, MAX_PLAYERS};
 use convert::{
@@ -341,15 +342,19 @@ impl World {
             })
             .collect();
         let mut stirred = vec![false; self.objects.len()];
+        let mut touches_held = vec![false; self.objects.len()];
         for &(a, b) in &contacts.touching {
             let (a, b) = (usize::from(a), usize::from(b));
             stirred[a] |= stirring[b];
             stirred[b] |= stirring[a];
+            touches_held[a] |= self.objects[b].holder.is_some();
+            touches_held[b] |= self.objects[a].holder.is_some();
         }
-        for ((object, stirred), supported) in self
+        for (((object, stirred), touches_held), &supported) in self
             .objects
             .iter_mut()
             .zip(stirred)
+            .zip(touches_held)
             .zip(&contacts.supported)
         {
             let body = &mut self.physics.bodies[object.body];
@@ -375,7 +380,17 @@ impl World {
             }
             let state = quantize_body(&quant, body, false);
             let pose = state_pose(&quant, &state);
-            if object.rest.push(pose.translation.vector, pose.rotation) {
+            let slow = vec_from_array(state.linear_velocity_f32(&quant)).norm()
+                <= WAKE_LINEAR_SPEED
+                && vec_from_array(state.angular_velocity_f32(&quant)).norm() <= WAKE_ANGULAR_SPEED;
+            let ([lx, ly, lz], [ax, ay, az]) = (state.linear_velocity, state.angular_velocity);
+            let sample = Sample {
+                position: pose.translation.vector,
+                rotation: pose.rotation,
+                velocities: [lx, ly, lz, ax, ay, az],
+                settling: supported && !touches_held && slow,
+            };
+            if object.rest.push(&sample) {
                 object.at_rest = true;
                 object.rest_pose = pose;
                 body.set_position(pose_to_rapier(&pose), false);

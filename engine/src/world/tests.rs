@@ -600,3 +600,129 @@ fn a_released_object_keeps_the_hand_velocity() {
         "still flying after the release"
     );
 }
+
+/// Cubes on the table floor caught by quantize-both-sides in a "rolling" fixed point: rotation snapped back to
+/// the same tilted grid orientation every step, velocities rounding back to the same integers (or flickering by
+/// one step), the position creeping one grid step a frame. The states were seen in 4-player peer sessions.
+#[test]
+fn quantization_fixed_points_come_to_rest() {
+    use physync_codec::{BodyState, QuantizedRotation};
+    let cases = [
+        (
+            [-655, 128, -5226],
+            3,
+            [-247, 59, 60],
+            [6, 0, -18],
+            [-36, 0, -11],
+        ),
+        (
+            [-720, 128, -2358],
+            2,
+            [-99, 234, 99],
+            [0, 1, -17],
+            [-33, 0, -1],
+        ),
+        (
+            [-865, 128, 2616],
+            3,
+            [-57, -56, 248],
+            [-16, 0, 6],
+            [11, 0, 31],
+        ),
+    ];
+    for (case, (position, largest, components, linear_velocity, angular_velocity)) in
+        cases.into_iter().enumerate()
+    {
+        let mut world = World::new(WorldConfig::default(), &SceneSpec::table());
+        let state = BodyState {
+            position,
+            rotation: QuantizedRotation {
+                largest,
+                components,
+            },
+            linear_velocity,
+            angular_velocity,
+            at_rest: false,
+        };
+        world.apply_body_state(0, &state);
+        let rested_at = (0..120)
+            .find(|_| {
+                world.step();
+                world.is_at_rest(0)
+            })
+            .unwrap_or_else(|| panic!("case {case}: the cube comes to rest within 2 s"));
+        let reference = world.object_state(0);
+        // A fixed point is a few grid steps from where it started, not a slide across the floor.
+        let drift = (0..3)
+            .map(|k| (reference.body.position[k] - position[k]).abs())
+            .max()
+            .unwrap_or(0);
+        assert!(drift <= 60, "case {case}: drifted {drift} steps");
+        for frame in 0..600 {
+            world.step();
+            assert!(
+                world.is_at_rest(0),
+                "case {case}: frame {frame} after resting at {rested_at}"
+            );
+            assert_eq!(
+                world.object_state(0),
+                reference,
+                "case {case}: frame {frame} after resting at {rested_at}"
+            );
+        }
+    }
+}
+
+/// Throws every cube of the table scene from a random pose with a random velocity (seeded) and lets the world
+/// run for 20 s of simulated time with quantize-both-sides and no input.
+#[test]
+fn thrown_cubes_all_come_to_rest() {
+    use nalgebra::UnitQuaternion;
+    use physync_codec::BodyState;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    let mut stuck = Vec::new();
+    for seed in 0..8u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut world = World::new(WorldConfig::default(), &SceneSpec::table());
+        let quant = world.config().quant;
+        for id in 0..world.object_count() as u16 {
+            let (i, j) = (f32::from(id % 8), f32::from(id / 8));
+            let position = [
+                (i - 3.5) * 0.9 + rng.random_range(-0.2..0.2),
+                rng.random_range(0.3..2.5),
+                (j - 3.5) * 0.9 + rng.random_range(-0.2..0.2),
+            ];
+            let axis = Vector3::new(
+                rng.random_range(-1.0..1.0),
+                rng.random_range(-1.0..1.0),
+                rng.random_range(-1.0..1.0),
+            );
+            let rotation = UnitQuaternion::from_scaled_axis(axis * rng.random_range(0.0..3.2));
+            let linear = [
+                rng.random_range(-3.0..3.0),
+                rng.random_range(-2.0..3.0),
+                rng.random_range(-3.0..3.0),
+            ];
+            let angular = [0; 3].map(|_| rng.random_range(-6.0..6.0));
+            let state = BodyState::quantize(
+                &quant,
+                position,
+                [rotation.i, rotation.j, rotation.k, rotation.w],
+                linear,
+                angular,
+                false,
+            );
+            world.apply_body_state(id, &state);
+        }
+        for _ in 0..1200 {
+            world.step();
+        }
+        for id in 0..world.object_count() as u16 {
+            if !world.is_at_rest(id) {
+                stuck.push((seed, id, world.object_state(id).body));
+            }
+        }
+    }
+    assert!(stuck.is_empty(), "not at rest after 20 s: {stuck:#?}");
+}

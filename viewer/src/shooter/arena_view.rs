@@ -39,13 +39,13 @@ pub fn first_person_camera(eye: &Point3<f32>, direction: &Vector3<f32>) -> Orbit
 }
 
 /// Half the side of the floor to draw for `map`: its largest box whose top is at the ground, rounded up.
-pub fn floor_half(map: &ArenaMap) -> i32 {
+pub fn floor_half(map: &ArenaMap) -> f32 {
     map.boxes
         .iter()
         .filter(|b| is_floor(b.center.y, b.half_extents.y))
         .map(|b| b.half_extents.x.max(b.half_extents.z))
         .fold(0.0f32, f32::max)
-        .ceil() as i32
+        .ceil()
 }
 
 fn is_floor(center_y: f32, half_y: f32) -> bool {
@@ -147,7 +147,7 @@ pub fn paint(
     painter: &Painter,
     rect: Rect,
     camera: &OrbitCamera,
-    floor_half: i32,
+    floor_half: f32,
     solids: &[Solid],
     tracers: &[Tracer],
 ) {
@@ -219,7 +219,7 @@ mod tests {
     #[test]
     fn the_standard_arena_becomes_walls_and_cover_on_a_floor_that_covers_it() {
         let map = ArenaMap::standard();
-        assert_eq!(floor_half(&map), 21);
+        assert_eq!(floor_half(&map), 21.0);
         let solids = arena_solids(&map);
         assert!(
             solids

@@ -36,7 +36,7 @@ pub enum ShooterExit {
 /// The arena's static boxes, built once the match data arrived.
 struct Arena {
     solids: Vec<Solid>,
-    floor_half: i32,
+    floor_half: f32,
 }
 
 /// The shooter screen and the session it plays.
