@@ -1,4 +1,4 @@
-//! The eframe application: the start screen or a session screen, and the `--screenshot` job.
+//! The eframe application: the start screen, a session screen or the shooter screen, and the `--screenshot` job.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -11,12 +11,16 @@ use crate::launcher::SessionLauncher;
 use crate::screenshot_check::inspect;
 use crate::session::{BodyView, SessionHandle};
 use crate::session_screen::{SessionExit, SessionScreen};
+use crate::shooter::form::DedicatedConfig;
+use crate::shooter::screen::{ShooterExit, ShooterScreen};
+use crate::shooter::session::{ShooterLaunchError, ShooterSession};
 use crate::start_screen::{StartAction, StartScreen};
 
 /// Which screen is up.
 enum Screen {
     Start(StartScreen),
     Session(Box<SessionScreen>),
+    Shooter(Box<ShooterScreen>),
 }
 
 /// Frames drawn before the screenshot is requested, so layout and fonts have settled.
@@ -107,11 +111,21 @@ impl ViewerApp {
         self
     }
 
+    /// The app playing the dedicated-server shooter as `config` asks, straight away.
+    pub fn with_dedicated(
+        launcher: Box<dyn SessionLauncher>,
+        config: &DedicatedConfig,
+    ) -> Result<Self, ShooterLaunchError> {
+        let mut app = Self::new(launcher);
+        app.screen = Screen::Shooter(Box::new(ShooterScreen::new(ShooterSession::start(config)?)));
+        Ok(app)
+    }
+
     /// The start screen, when it is up.
     pub fn start_screen(&self) -> Option<&StartScreen> {
         match &self.screen {
             Screen::Start(s) => Some(s),
-            Screen::Session(_) => None,
+            _ => None,
         }
     }
 
@@ -119,7 +133,15 @@ impl ViewerApp {
     pub fn session_screen(&self) -> Option<&SessionScreen> {
         match &self.screen {
             Screen::Session(s) => Some(s),
-            Screen::Start(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The shooter screen, when it is up.
+    pub fn shooter_screen(&self) -> Option<&ShooterScreen> {
+        match &self.screen {
+            Screen::Shooter(s) => Some(s),
+            _ => None,
         }
     }
 
@@ -137,6 +159,13 @@ impl ViewerApp {
                 }
                 Screen::Start(start)
             }),
+            Screen::Shooter(shooter) => shooter.show(ui).map(|exit| {
+                let mut start = self.last_form.clone();
+                if let ShooterExit::Ended(reason) = exit {
+                    start.notice = Some(format!("The dedicated-server session ended: {reason}"));
+                }
+                Screen::Start(start)
+            }),
         };
         if let Some(next) = next {
             self.screen = next;
@@ -149,16 +178,28 @@ impl ViewerApp {
             self.last_form = form.clone();
         }
         let result = match &action {
-            StartAction::Host(config) => self.launcher.host(config),
-            StartAction::Join(config) => self.launcher.join(config),
+            StartAction::Dedicated(config) => ShooterSession::start(config)
+                .map(|session| Screen::Shooter(Box::new(ShooterScreen::new(session))))
+                .map_err(|e| e.to_string()),
+            StartAction::Host(config) => self
+                .launcher
+                .host(config)
+                .map(session_screen)
+                .map_err(|e| e.to_string()),
+            StartAction::Join(config) => self
+                .launcher
+                .join(config)
+                .map(session_screen)
+                .map_err(|e| e.to_string()),
         };
         match result {
-            Ok(handle) => Some(Screen::Session(Box::new(SessionScreen::new(handle)))),
+            Ok(screen) => Some(screen),
             Err(e) => {
                 if let Screen::Start(start) = &mut self.screen {
                     match action {
-                        StartAction::Join(_) => start.join_error = Some(e.to_string()),
-                        StartAction::Host(_) => start.host_error = Some(e.to_string()),
+                        StartAction::Join(_) => start.join_error = Some(e),
+                        StartAction::Host(_) => start.host_error = Some(e),
+                        StartAction::Dedicated(_) => start.dedicated.error = Some(e),
                     }
                 }
                 None
@@ -170,7 +211,7 @@ impl ViewerApp {
     fn bodies_shown(&self) -> Vec<BodyView> {
         match &self.screen {
             Screen::Session(session) => session.handle().bodies().to_vec(),
-            Screen::Start(_) => Vec::new(),
+            Screen::Start(_) | Screen::Shooter(_) => Vec::new(),
         }
     }
 
@@ -219,9 +260,15 @@ impl ViewerApp {
             )))
         } else {
             let authorities: BTreeSet<_> = bodies.iter().filter_map(|b| b.authority).collect();
+            // The shooter's frame is worth taking once an opponent stands in view.
+            let scene_ready = match &self.screen {
+                Screen::Shooter(shooter) => shooter.shows_an_opponent(),
+                Screen::Start(_) | Screen::Session(_) => true,
+            };
             let ready = job.frames >= job.next_try
                 && elapsed >= job.plan.settle
-                && authorities.len() >= job.plan.min_authorities;
+                && authorities.len() >= job.plan.min_authorities
+                && scene_ready;
             if ready && job.requested.is_none() {
                 job.requested = Some(bodies);
                 let slot = Arc::clone(&job.image);
@@ -243,6 +290,11 @@ impl ViewerApp {
             ui.ctx().send_viewport_cmd(ViewportCommand::Close);
         }
     }
+}
+
+/// The session screen showing a launched session.
+fn session_screen(handle: Box<dyn SessionHandle>) -> Screen {
+    Screen::Session(Box::new(SessionScreen::new(handle)))
 }
 
 /// Write an egui image as an RGBA PNG.

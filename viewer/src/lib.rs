@@ -21,6 +21,7 @@ pub mod roles;
 pub mod screenshot_check;
 pub mod session;
 pub mod session_screen;
+pub mod shooter;
 pub mod start_screen;
 pub mod time_series;
 pub mod world_view;

@@ -1,6 +1,7 @@
 //! `physync-viewer`: opens the start screen. With `--screenshot` it hosts a real session of `--scene` with
 //! three bot guests, lets it run, renders the window to a PNG, checks the frame and exits (with
-//! `--start-screen`, it takes the start screen instead).
+//! `--start-screen`, it takes the start screen instead). `--dedicated` plays the shooter in a local
+//! dedicated-server match with bots straight away (with `--screenshot`, its first-person frame is taken).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,6 +13,7 @@ use physync_engine::world::scene::SceneKind;
 use physync_viewer::app::{ScreenshotOutcome, ScreenshotPlan, ViewerApp};
 use physync_viewer::launcher::{CoreLauncher, HostConfig, SessionLauncher};
 use physync_viewer::session::BotKind;
+use physync_viewer::shooter::form::{DedicatedConfig, DedicatedTarget};
 
 /// The physync viewer.
 #[derive(Debug, Parser)]
@@ -27,27 +29,52 @@ struct Cli {
     /// With `--screenshot`: take the start screen instead of a session.
     #[arg(long)]
     start_screen: bool,
-    /// Seconds the `--screenshot` session runs before the picture is taken.
+    /// Seconds the `--screenshot` session runs before the picture is taken (a `--dedicated` frame is taken
+    /// as soon as an opponent stands in view instead).
     #[arg(long, default_value_t = 3.0)]
     settle: f64,
+    /// Play the shooter in a local dedicated-server match (on a free port) instead; with `--screenshot`, the
+    /// frame is taken once an opponent stands in view.
+    #[arg(long)]
+    dedicated: bool,
+    /// Bots in the `--dedicated` match.
+    #[arg(long, default_value_t = 3)]
+    bots: u8,
 }
 
 /// Players other than the host that must have authority over some cube in a session screenshot.
 const SCREENSHOT_AUTHORITIES: usize = 2;
 
-/// The app `--screenshot` runs: a hosted session with bots, or the start screen.
+/// The app a `--dedicated` run plays: a local dedicated-server match with `--bots` bots.
+fn dedicated_app(cli: &Cli) -> Result<ViewerApp, String> {
+    let config = DedicatedConfig {
+        target: DedicatedTarget::Local { port: 0 },
+        passphrase: "physync-dev".into(),
+        name: "viewer".into(),
+        bots: cli.bots,
+    };
+    ViewerApp::with_dedicated(Box::new(CoreLauncher::from_clock()), &config)
+        .map_err(|e| e.to_string())
+}
+
+/// The app `--screenshot` runs: a hosted session with bots, the start screen, or the `--dedicated` shooter.
 fn screenshot_app(
     cli: &Cli,
     path: PathBuf,
     outcome: ScreenshotOutcome,
 ) -> Result<ViewerApp, String> {
     let mut launcher = CoreLauncher::from_clock();
-    if cli.start_screen {
+    if cli.dedicated || cli.start_screen {
         let plan = ScreenshotPlan {
             settle: Duration::ZERO,
             min_authorities: 0,
         };
-        return Ok(ViewerApp::new(Box::new(launcher)).take_screenshot(path, plan, outcome));
+        let app = if cli.dedicated {
+            dedicated_app(cli)?
+        } else {
+            ViewerApp::new(Box::new(launcher))
+        };
+        return Ok(app.take_screenshot(path, plan, outcome));
     }
     let mut session = launcher
         .host(&HostConfig {
@@ -81,14 +108,16 @@ fn main() -> ExitCode {
     let outcome: ScreenshotOutcome = Arc::default();
     let wants_screenshot = cli.screenshot.is_some();
     let app = match cli.screenshot.clone() {
-        Some(path) => match screenshot_app(&cli, path, Arc::clone(&outcome)) {
-            Ok(app) => app,
-            Err(e) => {
-                eprintln!("physync-viewer: {e}");
-                return ExitCode::FAILURE;
-            }
-        },
-        None => ViewerApp::new(Box::new(CoreLauncher::from_clock())),
+        Some(path) => screenshot_app(&cli, path, Arc::clone(&outcome)),
+        None if cli.dedicated => dedicated_app(&cli),
+        None => Ok(ViewerApp::new(Box::new(CoreLauncher::from_clock()))),
+    };
+    let app = match app {
+        Ok(app) => app,
+        Err(e) => {
+            eprintln!("physync-viewer: {e}");
+            return ExitCode::FAILURE;
+        }
     };
     if let Err(e) = eframe::run_native("physync", options, Box::new(|_| Ok(Box::new(app)))) {
         eprintln!("physync-viewer: {e}");

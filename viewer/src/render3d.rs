@@ -115,15 +115,6 @@ pub struct Scene<'a> {
 
 /// Paint the scene into `rect` seen through `camera`.
 pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<'_>) {
-    painter.rect_filled(rect, 0.0, SKY);
-    let view = camera.view();
-    painter.add(Shape::mesh(floor_mesh(
-        camera,
-        &view,
-        rect,
-        scene.floor_half.max(MIN_FLOOR_HALF),
-    )));
-
     let mut boxes: Vec<BoxShape> = scene
         .bodies
         .iter()
@@ -144,9 +135,63 @@ pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<
     for avatar in scene.avatars {
         boxes.extend(avatar_boxes(avatar));
     }
+    paint_boxes(painter, rect, camera, scene.floor_half, &boxes);
+}
 
+/// A plain shaded box of any colour, for views that are not a cube session (the shooter's arena and players).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Solid {
+    /// Centre, metres.
+    pub center: Point3<f32>,
+    /// Orientation.
+    pub rotation: UnitQuaternion<f32>,
+    /// Half the size along the local axes, metres.
+    pub half_extents: Vector3<f32>,
+    /// Base colour before shading.
+    pub color: Color32,
+}
+
+/// Paint a checkerboard floor reaching `floor_half` metres from the origin (at least [`MIN_FLOOR_HALF`]) and
+/// `solids` into `rect`.
+pub fn paint_solids(
+    painter: &Painter,
+    rect: Rect,
+    camera: &OrbitCamera,
+    floor_half: f32,
+    solids: &[Solid],
+) {
+    let boxes: Vec<BoxShape> = solids
+        .iter()
+        .map(|s| BoxShape {
+            center: s.center,
+            rotation: s.rotation,
+            half: s.half_extents,
+            color: s.color,
+            edge: Edge::Plain,
+        })
+        .collect();
+    paint_boxes(painter, rect, camera, floor_half, &boxes);
+}
+
+/// The sky, the floor reaching `floor_half` metres from the origin (at least [`MIN_FLOOR_HALF`]), then the
+/// boxes far to near.
+fn paint_boxes(
+    painter: &Painter,
+    rect: Rect,
+    camera: &OrbitCamera,
+    floor_half: f32,
+    boxes: &[BoxShape],
+) {
+    painter.rect_filled(rect, 0.0, SKY);
+    let view = camera.view();
+    painter.add(Shape::mesh(floor_mesh(
+        camera,
+        &view,
+        rect,
+        floor_half.max(MIN_FLOOR_HALF),
+    )));
     let mut mesh = Mesh::default();
-    for face in &paint_order(&boxes, camera, &view, rect) {
+    for face in &paint_order(boxes, camera, &view, rect) {
         add_face(&mut mesh, face);
     }
     painter.add(Shape::mesh(mesh));

@@ -1,9 +1,10 @@
-//! The start screen: host a session, join one, or (later) a dedicated server; bad input is explained in place.
+//! The start screen: host a session, join one, or play on a dedicated server; bad input is explained in place.
 
-use egui::{Button, Color32, ComboBox, DragValue, Frame, RichText, TextEdit, Ui};
+use egui::{Color32, ComboBox, DragValue, Frame, RichText, TextEdit, Ui};
 
 use crate::input::{check_port_free, parse_address, parse_port};
 use crate::launcher::{HostConfig, JoinConfig};
+use crate::shooter::form::{DedicatedConfig, DedicatedForm};
 use physync_engine::world::avatar::MAX_PLAYERS;
 use physync_engine::world::scene::SceneKind;
 
@@ -17,6 +18,8 @@ pub enum StartAction {
     Host(HostConfig),
     /// Join a session.
     Join(JoinConfig),
+    /// Play the dedicated-server shooter.
+    Dedicated(DedicatedConfig),
 }
 
 /// The start screen's form state and its messages.
@@ -36,6 +39,8 @@ pub struct StartScreen {
     pub join_error: Option<String>,
     /// A notice at the top (for example why the last session ended).
     pub notice: Option<String>,
+    /// The Dedicated server section.
+    pub dedicated: Box<DedicatedForm>,
 }
 
 impl Default for StartScreen {
@@ -48,6 +53,7 @@ impl Default for StartScreen {
             host_error: None,
             join_error: None,
             notice: None,
+            dedicated: Box::default(),
         }
     }
 }
@@ -163,9 +169,9 @@ impl StartScreen {
         });
 
         section(ui, |ui| {
-            ui.heading("Dedicated server");
-            ui.add_enabled(false, Button::new("Start dedicated server"));
-            ui.label("Dedicated server: not available yet.");
+            if let Some(config) = self.dedicated.show(ui) {
+                action = Some(StartAction::Dedicated(config));
+            }
         });
         if action.is_some() {
             self.host_error = None;

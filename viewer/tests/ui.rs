@@ -3,7 +3,7 @@
 use egui::Vec2;
 use egui::accesskit::Role;
 use egui_kittest::Harness;
-use egui_kittest::kittest::{NodeT, Queryable};
+use egui_kittest::kittest::Queryable;
 use physync_viewer::app::ViewerApp;
 use physync_viewer::launcher::CoreLauncher;
 
@@ -58,21 +58,5 @@ fn a_port_in_use_shows_an_error() {
     assert!(
         h.query_by_label_contains(&format!("UDP port {port} cannot be used"))
             .is_some()
-    );
-}
-
-#[test]
-fn the_dedicated_server_is_disabled_and_says_why() {
-    let h = harness(viewer());
-    assert!(
-        h.get_by_role_and_label(Role::Button, "Start dedicated server")
-            .accesskit_node()
-            .is_disabled()
-    );
-    assert!(h.query_by_label_contains("not available yet").is_some());
-    assert!(
-        !h.get_by_role_and_label(Role::Button, "Join")
-            .accesskit_node()
-            .is_disabled()
     );
 }
