@@ -8,6 +8,7 @@ pub mod compare;
 pub mod control;
 pub mod controls;
 pub mod core;
+pub mod feel;
 pub mod jitter;
 pub mod rate;
 pub mod sim;
@@ -20,6 +21,7 @@ pub use control::{
 };
 pub use controls::PlayerControls;
 pub use core::SessionCore;
-pub use jitter::{AvatarJitterBuffer, DEFAULT_JITTER_DELAY};
+pub use feel::{FeelFigures, FeelMeter};
+pub use jitter::{DEFAULT_JITTER_DELAY, FrameJitterBuffer};
 pub use rate::RateMeter;
 pub use sim::SessionSim;
