@@ -312,6 +312,9 @@ impl World {
                 continue;
             }
             let body = &mut self.physics.bodies[object.body];
+            if object.at_rest && body.is_sleeping() {
+                continue;
+            }
             if object.at_rest {
                 body.set_position(pose_to_rapier(&object.rest_pose), false);
                 body.set_linvel(vec_to_rapier(&Vector3::zeros()), false);
@@ -413,10 +416,12 @@ impl World {
                 if disturbed {
                     object.at_rest = false;
                     object.rest.clear();
-                } else {
+                    body.wake_up(true);
+                } else if !body.is_sleeping() {
                     body.set_position(pose_to_rapier(&object.rest_pose), false);
                     body.set_linvel(vec_to_rapier(&Vector3::zeros()), false);
                     body.set_angvel(vec_to_rapier(&Vector3::zeros()), false);
+                    body.sleep();
                 }
                 continue;
             }
