@@ -39,6 +39,9 @@ pub struct MatchConfig {
     pub input: InputBufferConfig,
     /// Quantization and prediction of the physics cubes on the wire.
     pub cubes: StateConfig,
+    /// Most bytes of one snapshot datagram: past it, the players and cubes of lowest accumulated priority wait
+    /// for a later snapshot (the local player and the events always go). 600 bytes at 30 Hz is 144 kbps.
+    pub snapshot_budget_bytes: usize,
 }
 
 impl Default for MatchConfig {
@@ -59,6 +62,7 @@ impl Default for MatchConfig {
             results_linger: Duration::from_secs(2),
             input: InputBufferConfig::default(),
             cubes: StateConfig::default(),
+            snapshot_budget_bytes: 600,
         }
     }
 }
