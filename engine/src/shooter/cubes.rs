@@ -59,7 +59,8 @@ impl CubePose {
 /// snapshots bring.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CubeTrack {
-    samples: VecDeque<(Tick, BodyState)>,
+    /// Each state with its pose, dequantized once on arrival.
+    samples: VecDeque<(Tick, BodyState, CubePose)>,
     capacity: usize,
 }
 
@@ -72,61 +73,74 @@ impl CubeTrack {
         }
     }
 
-    /// Adds the state of `tick`; states may come in any order, a repeated tick is ignored and the oldest state
-    /// leaves beyond the capacity.
-    pub fn push(&mut self, tick: Tick, state: BodyState) {
-        let index = self.samples.partition_point(|(t, _)| *t < tick);
-        if self.samples.get(index).is_some_and(|(t, _)| *t == tick) {
+    /// Adds the state of `tick` (quantized with `quant`); states may come in any order, a repeated tick is
+    /// ignored and the oldest state leaves beyond the capacity.
+    pub fn push(&mut self, tick: Tick, state: BodyState, quant: &QuantConfig) {
+        let index = self.samples.partition_point(|(t, _, _)| *t < tick);
+        if self.samples.get(index).is_some_and(|(t, _, _)| *t == tick) {
             return;
         }
-        self.samples.insert(index, (tick, state));
+        self.samples
+            .insert(index, (tick, state, CubePose::of(quant, &state)));
         while self.samples.len() > self.capacity {
             self.samples.pop_front();
         }
     }
 
     /// The newest state and its tick.
-    pub fn latest(&self) -> Option<&(Tick, BodyState)> {
-        self.samples.back()
+    pub fn latest(&self) -> Option<(Tick, &BodyState)> {
+        self.samples.back().map(|(t, s, _)| (*t, s))
     }
 
     /// The pose at `ticks` (fractional server ticks): between the two states around it, or the nearest state
     /// held where the track does not reach (no extrapolation).
-    pub fn pose_at(&self, ticks: f64, quant: &QuantConfig) -> Option<CubePose> {
-        let (first_tick, first) = self.samples.front()?;
-        let (last_tick, last) = self.samples.back()?;
-        if ticks <= f64::from(*first_tick) {
-            return Some(CubePose::of(quant, first));
-        }
-        if ticks >= f64::from(*last_tick) {
-            return Some(CubePose::of(quant, last));
-        }
+    pub fn pose_at(&self, ticks: f64) -> Option<CubePose> {
+        self.pose_at_held(ticks, &|_| true)
+    }
+
+    /// [`CubeTrack::pose_at`] over only the states of the ticks `held` accepts: on the server, what a client
+    /// that received those snapshots computed.
+    pub fn pose_at_held(&self, ticks: f64, held: &dyn Fn(Tick) -> bool) -> Option<CubePose> {
         let next = self
             .samples
-            .partition_point(|(t, _)| f64::from(*t) <= ticks);
-        let (ta, a) = &self.samples[next - 1];
-        let (tb, b) = &self.samples[next];
-        let t = ((ticks - f64::from(*ta)) / f64::from(tb - ta)) as f32;
-        Some(CubePose::of(quant, a).towards(&CubePose::of(quant, b), t))
+            .partition_point(|(t, _, _)| f64::from(*t) <= ticks);
+        let before = self.samples.range(..next).rev().find(|(t, _, _)| held(*t));
+        let after = self.samples.range(next..).find(|(t, _, _)| held(*t));
+        match (before, after) {
+            // A resting cube: nothing to blend.
+            (Some((_, a, pose)), Some((_, b, _))) if a == b => Some(*pose),
+            (Some((ta, _, a)), Some((tb, _, b))) => {
+                let t = ((ticks - f64::from(*ta)) / f64::from(tb - ta)) as f32;
+                Some(a.towards(b, t))
+            }
+            (Some((_, _, only)), None) | (None, Some((_, _, only))) => Some(*only),
+            (None, None) => None,
+        }
     }
 
     /// The pose at a view time (what a player saw when it gave an input).
-    pub fn pose_at_view(&self, view: ViewTime, quant: &QuantConfig) -> Option<CubePose> {
-        self.pose_at(view.as_ticks(), quant)
+    pub fn pose_at_view(&self, view: ViewTime) -> Option<CubePose> {
+        self.pose_at(view.as_ticks())
     }
 }
 
-/// Every cube's pose at `view`, from `tracks`; a cube whose track is empty stands at `fallback`'s pose.
+/// Every cube's pose at `view`, from the states of `tracks` that `held(cube, tick)` accepts; a cube with no
+/// such state stands at `fallback`'s pose.
 pub fn poses_at_view(
     tracks: &[CubeTrack],
     view: ViewTime,
-    quant: &QuantConfig,
     fallback: &[CubePose],
+    held: &dyn Fn(usize, Tick) -> bool,
 ) -> Vec<CubePose> {
     tracks
         .iter()
         .zip(fallback)
-        .map(|(track, initial)| track.pose_at_view(view, quant).unwrap_or(*initial))
+        .enumerate()
+        .map(|(k, (track, initial))| {
+            track
+                .pose_at_held(view.as_ticks(), &|t| held(k, t))
+                .unwrap_or(*initial)
+        })
         .collect()
 }
 
@@ -152,21 +166,21 @@ mod tests {
         let mut gappy = CubeTrack::new(32);
         for tick in 10..20 {
             let s = state(&quant, tick as f32 * 0.25);
-            full.push(tick, s);
+            full.push(tick, s, &quant);
             if tick != 14 {
-                gappy.push(tick, s);
+                gappy.push(tick, s, &quant);
             }
         }
         let view = ViewTime {
             tick: 13,
             fraction: 128,
         };
-        let a = full.pose_at_view(view, &quant).unwrap();
-        let b = gappy.pose_at_view(view, &quant).unwrap();
+        let a = full.pose_at_view(view).unwrap();
+        let b = gappy.pose_at_view(view).unwrap();
         assert!((a.center - b.center).norm() < 1e-3, "{a:?} {b:?}");
         assert!((a.center.x - 13.5 * 0.25).abs() < 1e-2);
         // Beyond the newest state the newest is held.
-        let late = full.pose_at_view(ViewTime::at(40), &quant).unwrap();
+        let late = full.pose_at_view(ViewTime::at(40)).unwrap();
         assert!((late.center.x - 19.0 * 0.25).abs() < 1e-2);
     }
 }

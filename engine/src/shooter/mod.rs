@@ -52,4 +52,4 @@ pub use map::{ArenaMap, WorldGeometry};
 pub use player::{PlayerState, simulate_player};
 pub use prediction::{ClientPredictor, PredictionConfig, ReconcileOutcome};
 pub use rules::GameRules;
-pub use world::{ShooterWorld, TickEvents};
+pub use world::{Entity, HeldEverything, HeldStates, ShooterWorld, TickEvents};

@@ -110,6 +110,33 @@ pub struct TickEvents {
     pub respawns: Vec<PlayerId>,
 }
 
+/// A player or a cube, as one state a snapshot carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Entity {
+    /// A player by slot.
+    Player(PlayerId),
+    /// A cube by its index in the map.
+    Cube(usize),
+}
+
+/// Which snapshot states each client held when it gave an input (the snapshots it had received, and in them
+/// the players and cubes that were sent): the server meets the input with exactly the poses the client
+/// interpolated from those states, so a lost snapshot changes nothing between prediction and judgement.
+pub trait HeldStates {
+    /// True when `viewer`, giving its input for `input_tick`, held the state of `entity` at `tick`.
+    fn held(&self, viewer: PlayerId, input_tick: Tick, entity: Entity, tick: Tick) -> bool;
+}
+
+/// Every state held: a client on a perfect link (and what a player without an input is met with).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HeldEverything;
+
+impl HeldStates for HeldEverything {
+    fn held(&self, _: PlayerId, _: Tick, _: Entity, _: Tick) -> bool {
+        true
+    }
+}
+
 /// Counters of the match, cumulative.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct WorldStats {
@@ -317,33 +344,42 @@ impl ShooterWorld {
     /// damage lands in the present; the physics cubes step; the dead whose timer ran out respawn; the tick's
     /// hitbox poses are recorded for later rewinds.
     pub fn step(&mut self, commands: &[(PlayerId, InputCommand)]) -> TickEvents {
+        self.step_held(commands, &HeldEverything)
+    }
+
+    /// [`ShooterWorld::step`] for clients that held only the snapshot states `held` says: each input meets the
+    /// cubes, and each shot the other players, blended from those states alone.
+    pub fn step_held(
+        &mut self,
+        commands: &[(PlayerId, InputCommand)],
+        held: &dyn HeldStates,
+    ) -> TickEvents {
         self.tick += 1;
         let tick = self.tick;
         let commands: BTreeMap<PlayerId, &InputCommand> =
             commands.iter().map(|(id, c)| (*id, c)).collect();
         let mut pending = Vec::new();
         for (id, player) in self.players.iter_mut() {
-            let (input, view) = match commands.get(id) {
-                Some(command) => (command.input, command.view),
+            let (input, view, input_tick) = match commands.get(id) {
+                Some(command) => (command.input, command.view, Some(command.tick)),
                 None => (
                     player.last_input.repeated(),
                     ViewTime::at(tick.saturating_sub(1)),
+                    None,
                 ),
+            };
+            let had = |k: usize, t: Tick| {
+                input_tick.is_none_or(|i| held.held(*id, i, Entity::Cube(k), t))
             };
             let (input, clamped) = input.sanitized();
             self.stats.clamped_inputs += u64::from(clamped);
             player.last_input = input;
-            let seen = poses_at_view(
-                &self.cube_tracks,
-                view,
-                &self.config.cube_quant,
-                self.geometry.initial_cubes(),
-            );
+            let seen = poses_at_view(&self.cube_tracks, view, self.geometry.initial_cubes(), &had);
             self.geometry.place_cubes(&seen);
             if let Some(ray) =
                 simulate_player(&mut player.state, &input, &self.geometry, &self.rules)
             {
-                pending.push((*id, ray, view));
+                pending.push((*id, ray, view, input_tick));
             }
         }
 
@@ -353,8 +389,11 @@ impl ShooterWorld {
         };
         self.remove_the_fallen(&mut events.kills);
 
-        for (shooter, ray, view) in pending {
-            let shot = self.resolve_shot(tick, shooter, ray, view, &mut events.kills);
+        for (shooter, ray, view, input_tick) in pending {
+            let had = |entity: Entity, t: Tick| {
+                input_tick.is_none_or(|i| held.held(shooter, i, entity, t))
+            };
+            let shot = self.resolve_shot(tick, shooter, ray, view, &had, &mut events.kills);
             events.shots.push(shot);
         }
 
@@ -423,13 +462,15 @@ impl ShooterWorld {
         shooter: PlayerId,
         ray: ShotRay,
         view: ViewTime,
+        had: &dyn Fn(Entity, Tick) -> bool,
         kills: &mut Vec<KillEvent>,
     ) -> ShotEvent {
         self.stats.shots += 1;
         let rewound = if view == ViewTime::at(tick) {
             Ok(self.present_targets())
         } else {
-            self.history.rewind(tick, view)
+            self.history
+                .rewind_held(tick, view, &|p, t| had(Entity::Player(p), t))
         };
         let (targets, rewind) = match rewound {
             Ok(targets) => {
@@ -447,11 +488,12 @@ impl ShooterWorld {
         } else {
             ViewTime::at(tick.saturating_sub(1))
         };
+        let rewound_ok = rewind.is_ok();
         let seen = poses_at_view(
             &self.cube_tracks,
             cube_view,
-            &self.config.cube_quant,
             self.geometry.initial_cubes(),
+            &|k, t| !rewound_ok || had(Entity::Cube(k), t),
         );
         self.geometry.place_cubes(&seen);
         let blocker = self
@@ -548,15 +590,15 @@ impl ShooterWorld {
         poses_at_view(
             &self.cube_tracks,
             view,
-            &self.config.cube_quant,
             self.geometry.initial_cubes(),
+            &|_, _| true,
         )
     }
 
     fn record_history(&mut self) {
         let states = self.cube_states(&self.config.cube_quant);
         for (track, state) in self.cube_tracks.iter_mut().zip(states) {
-            track.push(self.tick, state);
+            track.push(self.tick, state, &self.config.cube_quant);
         }
         let poses = self
             .players

@@ -203,6 +203,13 @@ pub struct ClientStats {
     pub repeated_events: u64,
     /// Own shots the client predicted as hits, once judged by the server (or given up on).
     pub predicted_hits: u64,
+    /// Own shots predicted as hits that the server never resolved (their input came too late or the weapon
+    /// state had diverged); counted in `predicted_hits` too.
+    pub unjudged_hits: u64,
+    /// Own shots predicted as hits after the server had already killed the local player (it learns of its
+    /// death a round trip late): the server's word overrules them, and they are not counted in
+    /// `predicted_hits`.
+    pub overruled_hits: u64,
     /// Own shots the server judged hits.
     pub server_hits: u64,
     /// Own shots predicted as hits that the server judged hits on the same player.
@@ -253,6 +260,10 @@ pub struct ShooterClient {
     results: Option<MatchResults>,
     hits: Option<u16>,
     seen_events: VecDeque<u16>,
+    /// The newest snapshot tick that showed the local player alive, and the spans `(last alive, tick when the
+    /// client learned]` of its deaths.
+    last_alive: Option<Tick>,
+    deaths: VecDeque<(Tick, Tick)>,
     own_shots: BTreeMap<Tick, Option<PlayerId>>,
     kill_feed: VecDeque<KillLine>,
     match_phase: MatchPhase,
@@ -308,6 +319,8 @@ impl ShooterClient {
             results: None,
             hits: None,
             seen_events: VecDeque::with_capacity(SEEN_EVENT_IDS),
+            last_alive: None,
+            deaths: VecDeque::new(),
             own_shots: BTreeMap::new(),
             kill_feed: VecDeque::with_capacity(KILL_FEED_LINES),
             match_phase: MatchPhase::Waiting,
@@ -383,7 +396,7 @@ impl ShooterClient {
         self.cubes
             .iter()
             .zip(initial)
-            .map(|(t, i)| t.pose_at(ticks, &self.config.cubes.quant).unwrap_or(*i))
+            .map(|(t, i)| t.pose_at(ticks).unwrap_or(*i))
             .collect()
     }
 
@@ -628,7 +641,7 @@ impl ShooterClient {
         self.take_events(&snapshot);
         for (track, cube) in self.cubes.iter_mut().zip(&snapshot.cubes) {
             if let Some(cube) = cube.fresh() {
-                track.push(tick, cube.body);
+                track.push(tick, cube.body, &self.config.cubes.quant);
             }
         }
         for (i, remote) in snapshot.remotes.iter().enumerate() {
@@ -724,6 +737,19 @@ impl ShooterClient {
     /// its predictions by tick (how often a predicted hit was the server's hit too).
     fn take_events(&mut self, snapshot: &Snapshot) {
         let me = snapshot.local_slot;
+        if snapshot.local.state.alive() {
+            self.last_alive = self.last_alive.max(Some(snapshot.tick));
+        } else if let Some(alive) = self.last_alive
+            && alive < snapshot.tick
+            && self.deaths.back().is_none_or(|(a, _)| *a != alive)
+        {
+            if self.deaths.len() == 8 {
+                self.deaths.pop_front();
+            }
+            // Shots predicted up to the client's own tick now were predicted before it knew.
+            let learned = self.tick().unwrap_or(snapshot.tick).max(snapshot.tick);
+            self.deaths.push_back((alive, learned));
+        }
         for event in &snapshot.events {
             if self.seen_events.contains(&event.id) {
                 self.stats.repeated_events += 1;
@@ -770,7 +796,20 @@ impl ShooterClient {
             if *entry.key() >= horizon {
                 break;
             }
-            self.stats.predicted_hits += u64::from(entry.remove().is_some());
+            let (tick, predicted) = entry.remove_entry();
+            if predicted.is_none() {
+                continue;
+            }
+            let dead = self
+                .deaths
+                .iter()
+                .any(|(a, d)| (*a + 1..=*d).contains(&tick));
+            if dead {
+                self.stats.overruled_hits += 1;
+            } else {
+                self.stats.predicted_hits += 1;
+                self.stats.unjudged_hits += 1;
+            }
         }
     }
 

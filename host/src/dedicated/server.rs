@@ -14,8 +14,8 @@ use physync_engine::shooter::input_buffer::InputBufferStats;
 use physync_engine::shooter::lagcomp::RewindError;
 use physync_engine::shooter::player::PlayerState;
 use physync_engine::shooter::ring::TickRing;
-use physync_engine::shooter::world::{TickEvents, WorldConfig};
-use physync_engine::shooter::{InputBuffer, PlayerId, ShooterWorld, Tick, units};
+use physync_engine::shooter::world::{Entity, HeldStates, TickEvents, WorldConfig};
+use physync_engine::shooter::{InputBuffer, PlayerId, ShooterWorld, Tick};
 use physync_engine::shooter_net::events::{MAX_EVENT_AGE, MAX_EVENTS};
 use physync_engine::shooter_net::match_data::{chunks, data_hash};
 use physync_engine::shooter_net::messages::{ConnectRequest, MatchDataChunk};
@@ -31,7 +31,7 @@ use physync_engine::shooter_net::{
 use physync_engine::transport::{Delivery, Transmit};
 
 use super::config::MatchConfig;
-use super::interest::{self, SIGHT_GRACE_TICKS};
+use super::interest::{self, SIGHT_GRACE_TICKS, Visibility};
 
 /// Snapshots remembered per client as possible baselines.
 const SENT_SNAPSHOTS: usize = MAX_BASELINE_AGE as usize + 1;
@@ -39,6 +39,8 @@ const SENT_SNAPSHOTS: usize = MAX_BASELINE_AGE as usize + 1;
 const RESULTS_EVERY_TICKS: Tick = 10;
 /// Most ticks one `handle_timeout` catches up after a stalled driver; further lost time is skipped.
 const MAX_CATCH_UP_TICKS: u32 = 5;
+/// Ticks between two line-of-sight checks (players stay relevant for a grace period after leaving sight).
+const VISIBILITY_EVERY_TICKS: Tick = 3;
 /// Most unacknowledged events kept per client (the oldest give way).
 const MAX_PENDING_EVENTS: usize = 96;
 
@@ -138,6 +140,9 @@ struct Client {
     last_input_tick: Tick,
     sent: TickRing<Snapshot>,
     acked: Option<Tick>,
+    /// The ack fields of the input packet that carried each tick's input first: which snapshots the client had
+    /// received when it gave that input.
+    acks_at_input: TickRing<(u16, u32)>,
     /// Round trip in ticks, smoothed: when an unacknowledged event is due again.
     rtt_ticks: f32,
     priority: PriorityAccumulator,
@@ -172,7 +177,8 @@ pub struct DedicatedServer {
     stats: ServerStats,
     control_seq: u16,
     next_event_id: u16,
-    worst_bits: WorstBits,
+    /// Who saw whom at the last sight check.
+    visibility: Option<Visibility>,
 }
 
 impl std::fmt::Debug for DedicatedServer {
@@ -233,7 +239,6 @@ impl DedicatedServer {
             config.map.clone(),
         );
         let tick_duration = config.rules.tick_duration();
-        let config_cubes = config.cubes;
         Ok(Self {
             config,
             world,
@@ -254,7 +259,7 @@ impl DedicatedServer {
             stats: ServerStats::default(),
             control_seq: 0,
             next_event_id: 0,
-            worst_bits: WorstBits::new(&config_cubes),
+            visibility: None,
         })
     }
 
@@ -328,9 +333,15 @@ impl DedicatedServer {
                 *cube = Sighting::Fresh(v);
             }
         }
-        encode_snapshot(snapshot.tick as u16, &self.config.cubes, &snapshot, None)
-            .ok()
-            .map(|e| e.bytes.len())
+        encode_snapshot(
+            snapshot.tick as u16,
+            &self.config.cubes,
+            &snapshot,
+            None,
+            self.config.range_coder,
+        )
+        .ok()
+        .map(|e| e.bytes.len())
     }
 
     /// The next datagram to send.
@@ -501,6 +512,7 @@ impl DedicatedServer {
             last_input_tick: 0,
             sent: TickRing::new(SENT_SNAPSHOTS),
             acked: None,
+            acks_at_input: TickRing::new(SENT_SNAPSHOTS),
             rtt_ticks: 6.0,
             priority: interest::accumulator(),
             last_seen: [None; MAX_SLOTS],
@@ -599,6 +611,9 @@ impl DedicatedServer {
         c.input.receive(commands);
         if let Some(newest) = commands.first() {
             c.last_input_tick = c.last_input_tick.max(newest.tick);
+            if !c.acks_at_input.contains(newest.tick) {
+                c.acks_at_input.insert(newest.tick, (ack, ack_bits));
+            }
         }
         for seq in acked_sequences(ack, ack_bits) {
             let back = (tick as u16).wrapping_sub(seq);
@@ -705,7 +720,10 @@ impl DedicatedServer {
     fn tick(&mut self, now: Duration) {
         self.expire_clients(now);
         let commands = self.commands();
-        let events = self.world.step(&commands);
+        let held = ClientsHeld {
+            clients: &self.clients,
+        };
+        let events = self.world.step_held(&commands, &held);
         let tick = self.world.tick();
         self.stats.ticks += 1;
         for shot in &events.shots {
@@ -880,7 +898,12 @@ impl DedicatedServer {
             .collect();
         let players: Vec<(PlayerId, PlayerState)> =
             self.world.players().map(|(id, p)| (id, *p)).collect();
-        let visibility = interest::visibility(&self.world);
+        if tick.is_multiple_of(VISIBILITY_EVERY_TICKS) || self.visibility.is_none() {
+            self.visibility = Some(interest::visibility(&self.world));
+        }
+        let Some(visibility) = self.visibility.clone() else {
+            return;
+        };
         let phase_ticks_left = self.phase_ticks_left(tick);
         let budget_bits = self
             .config
@@ -994,7 +1017,6 @@ impl DedicatedServer {
                 &cube_config,
                 &c.priority,
                 budget_bits,
-                &self.worst_bits,
             );
             self.stats.held_entities += trimmed;
             let sent_ids: Vec<u16> = snapshot
@@ -1014,7 +1036,14 @@ impl DedicatedServer {
                 .collect();
             c.priority.mark_sent(&sent_ids);
             let has_baseline = baseline.is_some();
-            let encoded = match encode_snapshot(tick as u16, &cube_config, &snapshot, baseline) {
+            let range_coder = self.config.range_coder;
+            let encoded = match encode_snapshot(
+                tick as u16,
+                &cube_config,
+                &snapshot,
+                baseline,
+                range_coder,
+            ) {
                 Ok(encoded) => encoded,
                 Err(error) => {
                     self.stats.snapshot_errors += 1;
@@ -1044,6 +1073,43 @@ impl DedicatedServer {
     }
 }
 
+/// What each client had received when it gave an input, from the snapshots the server sent it and the acks its
+/// input packets carried.
+struct ClientsHeld<'a> {
+    clients: &'a BTreeMap<PlayerId, Client>,
+}
+
+impl HeldStates for ClientsHeld<'_> {
+    fn held(&self, viewer: PlayerId, input_tick: Tick, entity: Entity, tick: Tick) -> bool {
+        let Some(c) = self.clients.get(&viewer) else {
+            return true;
+        };
+        let Some(snapshot) = c.sent.get(tick) else {
+            return false;
+        };
+        let sent = match entity {
+            Entity::Player(p) => snapshot
+                .remotes
+                .get(usize::from(p.0))
+                .is_some_and(|r| r.fresh().is_some()),
+            Entity::Cube(k) => snapshot.cubes.get(k).is_some_and(|r| r.fresh().is_some()),
+        };
+        if !sent {
+            return false;
+        }
+        // The input's own packet may have been lost (the command came as a repeat): the next packet's acks are
+        // the closest word on what the client held.
+        let Some(&(ack, bits)) =
+            (input_tick..input_tick.saturating_add(6)).find_map(|t| c.acks_at_input.get(t))
+        else {
+            return true;
+        };
+        let seq = tick as u16;
+        let back = ack.wrapping_sub(seq);
+        seq == ack || ((1..=32).contains(&back) && bits & (1 << (back - 1)) != 0)
+    }
+}
+
 /// An event and the players it concerns (who acted, who was struck or died).
 struct Involved {
     event: GameEvent,
@@ -1051,67 +1117,18 @@ struct Involved {
     victim: Option<PlayerId>,
 }
 
-/// Upper bounds, in bits, of one entity sent fresh: when the whole snapshot fits under them, no entity needs
-/// measuring.
-#[derive(Debug, Clone, Copy)]
-struct WorstBits {
-    remote: u64,
-    cube: u64,
-}
-
-impl WorstBits {
-    fn new(cube_config: &StateConfig) -> Self {
-        let extreme = RemotePlayerSnap {
-            position: units::POSITION_MAX,
-            yaw: u16::MAX,
-            pitch: i16::MIN,
-            alive: true,
-            score: ScoreLine {
-                kills: u16::MAX,
-                deaths: u16::MAX,
-            },
-        };
-        let q = &cube_config.quant;
-        let cube = ObjectState {
-            body: physync_codec::BodyState::quantize(
-                q,
-                [63.0, 55.0, -63.0],
-                [0.5, 0.5, 0.5, 0.5],
-                [-31.0, 31.0, 31.0],
-                [31.0, -31.0, 31.0],
-                false,
-            ),
-            authority: 255,
-            authority_seq: u16::MAX,
-            ownership_seq: u16::MAX,
-        };
-        Self {
-            remote: fresh_bits(&(), &extreme, None),
-            cube: fresh_bits(cube_config, &cube, None),
-        }
-    }
-}
-
-/// Holds back the lowest-priority players and cubes until the snapshot fits `budget_bits` (the local player and
-/// the events always go). Returns how many entities were held.
+/// Holds back the lowest-priority players and cubes until the snapshot fits `budget_bits` (the local player,
+/// the events and the most urgent entity always go). Returns how many entities were held.
 fn fit_budget(
     snapshot: &mut Snapshot,
     baseline: Option<&Snapshot>,
     cube_config: &StateConfig,
     priority: &PriorityAccumulator,
     budget_bits: u64,
-    worst: &WorstBits,
 ) -> u64 {
-    let fresh_remotes = snapshot
-        .remotes
-        .iter()
-        .filter(|r| r.fresh().is_some())
-        .count() as u64;
-    let fresh_cubes = snapshot
-        .cubes
-        .iter()
-        .filter(|r| r.fresh().is_some())
-        .count() as u64;
+    if snapshot_bits(cube_config, snapshot, baseline).is_ok_and(|bits| bits <= budget_bits) {
+        return 0;
+    }
     let mut skeleton = snapshot.clone();
     for r in skeleton.remotes.iter_mut().filter(|r| r.fresh().is_some()) {
         *r = Sighting::Held(None);
@@ -1122,10 +1139,8 @@ fn fit_budget(
     let Ok(mut total) = snapshot_bits(cube_config, &skeleton, baseline) else {
         return 0;
     };
-    if total + fresh_remotes * worst.remote + fresh_cubes * worst.cube <= budget_bits {
-        return 0;
-    }
     let mut held = 0;
+    let mut sent_one = false;
     for id in priority.order() {
         let id = usize::from(id);
         let cost = if id < MAX_SLOTS {
@@ -1143,8 +1158,10 @@ fn fit_budget(
                 .and_then(Sighting::known);
             fresh_bits(cube_config, value, base)
         };
-        if total + cost <= budget_bits {
+        // The most urgent entity always goes, so nothing starves behind a budget the events already fill.
+        if total + cost <= budget_bits || !sent_one {
             total += cost;
+            sent_one = true;
         } else if id < MAX_SLOTS {
             snapshot.remotes[id] = Sighting::Held(None);
             held += 1;
