@@ -41,6 +41,15 @@ impl PlayerInput {
         self.buttons & button != 0
     }
 
+    /// What the server applies for a tick whose input never arrived: the same movement and view, no button. A
+    /// button is an action the player chose for one moment; repeating it would fire shots nobody fired.
+    pub fn repeated(&self) -> Self {
+        Self {
+            buttons: 0,
+            ..*self
+        }
+    }
+
     /// The input brought within the rules (axes and pitch clamped, unknown buttons dropped), and whether anything
     /// had to change: a changed input is impossible for an honest client and is counted by the server.
     pub fn sanitized(&self) -> (Self, bool) {

@@ -1,6 +1,7 @@
 //! The server's per-client input buffer (seeds 000 and 004). Every input packet repeats the client's last five
 //! inputs, so one lost packet loses nothing; the buffer keeps one command per tick (duplicates dropped), hands
-//! the simulation exactly one command per tick (repeating the last one when none arrived), reports how many
+//! the simulation exactly one command per tick (repeating the last one's movement and view when none arrived, but
+//! never its buttons: a lost input must not fire, reload or jump for the player), reports how many
 //! ticks it holds ahead (sent back with every snapshot so the client can steer it), and drops what an honest
 //! client could not have sent: ticks already simulated, ticks too far ahead, oversized batches. Axes and pitch
 //! outside the rules are clamped and counted.
@@ -58,7 +59,8 @@ pub struct ReceiveReport {
 /// The command the simulation gets for a tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TakenInput {
-    /// The command (for a repeat: the last one, re-labelled with this tick).
+    /// The command (for a repeat: the last one's movement and view without its buttons, re-labelled with this
+    /// tick).
     pub command: InputCommand,
     /// True when no command arrived for this tick and the last one was repeated.
     pub repeated: bool,
@@ -143,8 +145,9 @@ impl InputBuffer {
     }
 
     /// The command for `tick` (normally [`Self::next_tick`]; a later tick discards the ones skipped). A missing
-    /// command repeats the last one handed out, its view time advanced by the same number of ticks. `None` only
-    /// before any command ever arrived.
+    /// command repeats the movement and view of the last one handed out, its view time advanced by the same number
+    /// of ticks, with no button held: the server never fires a shot (or reloads, or jumps) the player did not
+    /// send. `None` only before any command ever arrived.
     pub fn take(&mut self, tick: Tick) -> Option<TakenInput> {
         if tick < self.next_tick {
             return None;
@@ -170,7 +173,7 @@ impl InputBuffer {
                 tick: view_tick,
                 fraction: last.view.fraction,
             },
-            input: last.input,
+            input: last.input.repeated(),
         };
         self.last = Some(command);
         Some(TakenInput {
@@ -245,6 +248,22 @@ mod tests {
         buffer.receive(&packet(8));
         assert_eq!(buffer.stats().late, 2 + 5);
         assert!(!buffer.take(8).unwrap().repeated);
+    }
+
+    #[test]
+    fn a_missing_input_repeats_movement_but_never_fires() {
+        let mut buffer = InputBuffer::new(InputBufferConfig::default(), 1);
+        let mut firing = command(1);
+        firing.input.buttons = buttons::FIRE | buttons::JUMP | buttons::RELOAD;
+        buffer.receive(&[firing]);
+        assert_eq!(buffer.take(1).unwrap().command.input, firing.input);
+        for tick in 2..5 {
+            let repeat = buffer.take(tick).unwrap();
+            assert!(repeat.repeated);
+            assert_eq!(repeat.command.input.buttons, 0, "tick {tick}");
+            assert_eq!(repeat.command.input.move_z, firing.input.move_z);
+            assert_eq!(repeat.command.input.yaw, firing.input.yaw);
+        }
     }
 
     #[test]

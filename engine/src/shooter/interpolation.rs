@@ -11,6 +11,9 @@ use nalgebra::Point3;
 use super::Tick;
 use super::units;
 
+/// The default teleport threshold, metres.
+pub const TELEPORT_DISTANCE: f32 = 3.0;
+
 /// Interpolation settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterpolationConfig {
@@ -26,7 +29,7 @@ impl Default for InterpolationConfig {
     fn default() -> Self {
         Self {
             delay: Duration::from_millis(100),
-            teleport_distance: 3.0,
+            teleport_distance: TELEPORT_DISTANCE,
             capacity: 32,
         }
     }
@@ -155,29 +158,49 @@ impl RemoteInterpolator {
             .partition_point(|(t, _)| f64::from(*t) <= render_ticks);
         let (ta, a) = &self.samples[next - 1];
         let (tb, b) = &self.samples[next];
-        if self.is_teleport(a, b) {
-            return Some(pose_of(b, false, true));
-        }
-        let t = ((render_ticks - f64::from(*ta)) / f64::from(tb - ta)) as f32;
-        let pa = units::dequantize_position(a.position);
-        let pb = units::dequantize_position(b.position);
-        let yaw_delta = f32::from(b.yaw.wrapping_sub(a.yaw) as i16);
-        let yaw = units::yaw_radians(a.yaw)
-            + yaw_delta * t * std::f32::consts::TAU / units::YAW_STEPS_PER_TURN;
-        let pitch = units::pitch_radians(a.pitch)
-            + (units::pitch_radians(b.pitch) - units::pitch_radians(a.pitch)) * t;
-        Some(InterpolatedPose {
-            position: pa + (pb - pa) * t,
-            yaw: yaw.rem_euclid(std::f32::consts::TAU),
-            pitch,
-            alive: a.alive,
-            snapped: false,
-            held: false,
-        })
+        Some(blend(
+            (*ta, a),
+            (*tb, b),
+            render_ticks,
+            self.config.teleport_distance,
+        ))
     }
 }
 
-fn pose_of(sample: &RemoteSample, held: bool, snapped: bool) -> InterpolatedPose {
+/// The pose at `render_ticks` between sample `a` (at or before it) and sample `b` (after it): a teleport
+/// between them snaps to `b`, anything else is interpolated. The client renders remote players through this and
+/// the server rewinds them through it, from the same samples, so both put a hitbox at the same place.
+pub fn blend(
+    (ta, a): (Tick, &RemoteSample),
+    (tb, b): (Tick, &RemoteSample),
+    render_ticks: f64,
+    teleport_distance: f32,
+) -> InterpolatedPose {
+    let distance =
+        (units::dequantize_position(b.position) - units::dequantize_position(a.position)).norm();
+    if a.alive != b.alive || distance > teleport_distance {
+        return pose_of(b, false, true);
+    }
+    let t = ((render_ticks - f64::from(ta)) / f64::from(tb - ta)) as f32;
+    let pa = units::dequantize_position(a.position);
+    let pb = units::dequantize_position(b.position);
+    let yaw_delta = f32::from(b.yaw.wrapping_sub(a.yaw) as i16);
+    let yaw = units::yaw_radians(a.yaw)
+        + yaw_delta * t * std::f32::consts::TAU / units::YAW_STEPS_PER_TURN;
+    let pitch = units::pitch_radians(a.pitch)
+        + (units::pitch_radians(b.pitch) - units::pitch_radians(a.pitch)) * t;
+    InterpolatedPose {
+        position: pa + (pb - pa) * t,
+        yaw: yaw.rem_euclid(std::f32::consts::TAU),
+        pitch,
+        alive: a.alive,
+        snapped: false,
+        held: false,
+    }
+}
+
+/// The pose of one sample, as held (`held`) or snapped to (`snapped`).
+pub fn pose_of(sample: &RemoteSample, held: bool, snapped: bool) -> InterpolatedPose {
     InterpolatedPose {
         position: units::dequantize_position(sample.position),
         yaw: units::yaw_radians(sample.yaw),

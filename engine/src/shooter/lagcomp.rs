@@ -9,8 +9,8 @@ use thiserror::Error;
 
 use super::hitbox::TargetPose;
 use super::input::ViewTime;
+use super::interpolation::{RemoteSample, TELEPORT_DISTANCE, blend, pose_of};
 use super::ring::TickRing;
-use super::units;
 use super::{PlayerId, Tick};
 
 /// The longest rewind the server will ever grant, whatever the configuration says (seeds 000 and 004).
@@ -86,11 +86,24 @@ impl HitboxHistory {
         self.frames.get(tick).map(Vec::as_slice)
     }
 
-    /// The other players' hitboxes as they stood at `view`, judged at the `present` tick: validated against the
-    /// window, then interpolated between the frames of `view.tick` and the next tick exactly as a client
-    /// interpolates snapshots. A player absent from the view frame is left out; one absent from the next frame
-    /// keeps its view-frame pose.
+    /// The other players' hitboxes as they stood at `view`, judged at the `present` tick, for a client that
+    /// received every snapshot: see [`HitboxHistory::rewind_held`].
     pub fn rewind(&self, present: Tick, view: ViewTime) -> Result<Vec<TargetPose>, RewindError> {
+        self.rewind_held(present, view, &|_, _| true)
+    }
+
+    /// The other players' hitboxes as the shooter saw them at `view`, judged at the `present` tick: validated
+    /// against the window, then, per player, blended exactly as the client's interpolation does
+    /// ([`blend`]) between the newest recorded pose at or before the view time and the oldest after it, among
+    /// the ticks whose state the shooter held (`held(player, tick)`: the snapshots it had received when it gave
+    /// the input). So a lost snapshot moves the hitbox on the server just as it moved the player on the
+    /// client's screen.
+    pub fn rewind_held(
+        &self,
+        present: Tick,
+        view: ViewTime,
+        held: &dyn Fn(PlayerId, Tick) -> bool,
+    ) -> Result<Vec<TargetPose>, RewindError> {
         if view.tick > present || (view.tick == present && view.fraction > 0) {
             return Err(RewindError::InFuture {
                 view: view.tick,
@@ -105,31 +118,47 @@ impl HitboxHistory {
                 window: self.window_ticks,
             });
         }
-        let from = self
+        let players = self
             .frame(view.tick)
             .ok_or(RewindError::NotRecorded(view.tick))?;
-        let to = if view.fraction > 0 {
-            self.frame(view.tick + 1)
-        } else {
-            None
+        let oldest = present.saturating_sub(self.window_ticks + 1);
+        let pose_at = |player: PlayerId, tick: Tick| {
+            self.frame(tick)?
+                .iter()
+                .find(|p| p.player == player)
+                .map(|p| RemoteSample {
+                    position: p.position,
+                    alive: p.alive,
+                    ..RemoteSample::default()
+                })
         };
-        let t = f32::from(view.fraction) / 256.0;
-        Ok(from
+        let render = view.as_ticks();
+        Ok(players
             .iter()
-            .map(|pose| {
-                let start = units::dequantize_position(pose.position);
-                match to.and_then(|frame| frame.iter().find(|p| p.player == pose.player)) {
-                    Some(next) => TargetPose {
-                        player: pose.player,
-                        feet: start + (units::dequantize_position(next.position) - start) * t,
-                        alive: pose.alive && next.alive,
-                    },
-                    None => TargetPose {
-                        player: pose.player,
-                        feet: start,
-                        alive: pose.alive,
-                    },
-                }
+            .filter_map(|recorded| {
+                let player = recorded.player;
+                let usable = |t: &Tick| held(player, *t);
+                let before = (oldest..=view.tick)
+                    .rev()
+                    .filter(usable)
+                    .find_map(|t| Some((t, pose_at(player, t)?)));
+                let after = (view.tick + 1..=present)
+                    .filter(usable)
+                    .find_map(|t| Some((t, pose_at(player, t)?)));
+                let pose = match (before, after) {
+                    (Some((ta, a)), Some((tb, b))) => {
+                        blend((ta, &a), (tb, &b), render, TELEPORT_DISTANCE)
+                    }
+                    (Some((_, only)), None) | (None, Some((_, only))) => {
+                        pose_of(&only, true, false)
+                    }
+                    (None, None) => return None,
+                };
+                Some(TargetPose {
+                    player,
+                    feet: pose.position,
+                    alive: pose.alive,
+                })
             })
             .collect())
     }

@@ -3,9 +3,16 @@
 //! both the server and the predicting client.
 
 use nalgebra::{Point3, Vector3};
-use rapier3d::prelude::{ColliderBuilder, PhysicsWorld, QueryPipeline, Ray, RigidBodyBuilder};
+use rapier3d::math::Pose;
+use rapier3d::parry::partitioning::{Bvh, BvhBuildStrategy};
+use rapier3d::parry::query::DefaultQueryDispatcher;
+use rapier3d::prelude::{
+    ColliderBuilder, ColliderHandle, ColliderSet, IntegrationParameters, PhysicsWorld, QueryFilter,
+    QueryPipeline, Ray, RigidBodyBuilder, RigidBodySet,
+};
 
-use super::convert::{point_to_glam, vector_to_glam};
+use super::convert::{point_to_glam, rotation_to_glam, vector_to_glam};
+use super::cubes::CubePose;
 
 /// A static axis-aligned box (floor, wall or cover).
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +32,7 @@ pub struct SpawnPoint {
     pub yaw: u16,
 }
 
-/// A dynamic cube, simulated by the server only.
+/// A dynamic cube: simulated by the server, seen by every client through snapshots.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CubeSpec {
     /// Initial centre.
@@ -125,45 +132,153 @@ impl ArenaMap {
     }
 }
 
-/// The arena's static colliders in their own rapier world. Player movement (rapier's kinematic character
-/// controller) and shot occlusion are computed against this on the server and in client prediction alike, so
-/// the two give identical results for identical inputs.
+/// The arena as player movement and shots meet it: the static boxes and the physics cubes, each cube placed
+/// where the player saw it ([`WorldGeometry::place_cubes`]). Player movement (rapier's kinematic character
+/// controller) and shot occlusion are computed against this on the server and in client prediction alike, so the
+/// two give identical results for identical inputs and cube poses.
 pub struct WorldGeometry {
-    world: PhysicsWorld,
+    bodies: RigidBodySet,
+    colliders: ColliderSet,
+    dispatcher: DefaultQueryDispatcher,
+    cubes: Vec<ColliderHandle>,
+    initial: Vec<CubePose>,
+    placed: Vec<CubePose>,
+    bvh: Bvh,
 }
 
 impl WorldGeometry {
-    /// Builds the static world of `map`.
+    /// Builds the arena of `map`, its cubes where the map puts them.
     pub fn new(map: &ArenaMap) -> Self {
-        let mut world = PhysicsWorld::new();
-        map.insert_static(&mut world);
-        world.detect_collisions(&(), &());
-        Self { world }
+        let mut colliders = ColliderSet::new();
+        for b in &map.boxes {
+            let h = b.half_extents;
+            colliders.insert(
+                ColliderBuilder::cuboid(h.x, h.y, h.z).translation(point_to_glam(&b.center)),
+            );
+        }
+        let initial: Vec<CubePose> = map.cubes.iter().map(|c| CubePose::at(c.center)).collect();
+        let cubes = map
+            .cubes
+            .iter()
+            .map(|c| {
+                let h = c.half_extent;
+                colliders
+                    .insert(ColliderBuilder::cuboid(h, h, h).translation(point_to_glam(&c.center)))
+            })
+            .collect();
+        let mut geometry = Self {
+            bodies: RigidBodySet::new(),
+            colliders,
+            dispatcher: DefaultQueryDispatcher,
+            cubes,
+            placed: initial.clone(),
+            initial,
+            bvh: Bvh::new(),
+        };
+        geometry.rebuild();
+        geometry
     }
 
-    /// The query pipeline over the static colliders.
+    /// Rebuilds the bounding-volume tree over every collider, with the margins rapier's broad phase gives them
+    /// (queries such as the character controller's rely on them).
+    fn rebuild(&mut self) {
+        let margin = IntegrationParameters::default().prediction_distance() / 2.0;
+        let leaves = self.colliders.iter().map(|(handle, c)| {
+            (
+                handle.into_raw_parts().0 as usize,
+                c.compute_collision_aabb(margin),
+            )
+        });
+        self.bvh = Bvh::from_iter(BvhBuildStrategy::Binned, leaves);
+    }
+
+    /// The cubes' poses in the map (before anything moved them).
+    pub fn initial_cubes(&self) -> &[CubePose] {
+        &self.initial
+    }
+
+    /// The cubes' poses as last placed.
+    pub fn cubes(&self) -> &[CubePose] {
+        &self.placed
+    }
+
+    /// Puts the cubes at `poses` (in map order; extra poses are ignored, missing ones leave a cube where it is).
+    pub fn place_cubes(&mut self, poses: &[CubePose]) {
+        let n = poses.len().min(self.cubes.len());
+        if self.placed[..n] == poses[..n] {
+            return;
+        }
+        for (i, pose) in poses.iter().take(n).enumerate() {
+            if let Some(collider) = self.colliders.get_mut(self.cubes[i]) {
+                collider.set_position(Pose::from_parts(
+                    point_to_glam(&pose.center),
+                    rotation_to_glam(&pose.rotation),
+                ));
+            }
+            self.placed[i] = *pose;
+        }
+        self.rebuild();
+    }
+
+    /// The query pipeline over the boxes and the placed cubes.
     pub(crate) fn queries(&self) -> QueryPipeline<'_> {
-        self.world.query_pipeline()
+        QueryPipeline {
+            dispatcher: &self.dispatcher,
+            bvh: &self.bvh,
+            bodies: &self.bodies,
+            colliders: &self.colliders,
+            filter: QueryFilter::default(),
+        }
     }
 
-    /// Distance along the unit `direction` from `origin` to the first static surface, within `max_distance`.
+    /// Distance along the unit `direction` from `origin` to the first surface (box or placed cube), within
+    /// `max_distance`.
     pub fn cast_ray(
         &self,
         origin: &Point3<f32>,
         direction: &Vector3<f32>,
         max_distance: f32,
     ) -> Option<f32> {
+        self.cast_ray_at(origin, direction, max_distance)
+            .map(|(toi, _)| toi)
+    }
+
+    /// True when the arena's walls or cover stand between `from` and `to` (cubes are small and move; they never
+    /// hide a player): what decides whether a server sends one player to another.
+    pub fn sight_blocked(&self, from: &Point3<f32>, to: &Point3<f32>) -> bool {
+        let d = to - from;
+        let distance = d.norm();
+        if distance < 1e-4 {
+            return false;
+        }
+        let cubes = &self.cubes;
+        let statics =
+            |handle: ColliderHandle, _: &rapier3d::prelude::Collider| !cubes.contains(&handle);
+        let ray = Ray::new(point_to_glam(from), vector_to_glam(&(d / distance)));
+        let mut queries = self.queries();
+        queries.filter = QueryFilter::default().predicate(&statics);
+        queries.cast_ray(&ray, distance, true).is_some()
+    }
+
+    /// Like [`WorldGeometry::cast_ray`], also naming the cube struck (its index in map order), if a cube
+    /// stopped the ray.
+    pub fn cast_ray_at(
+        &self,
+        origin: &Point3<f32>,
+        direction: &Vector3<f32>,
+        max_distance: f32,
+    ) -> Option<(f32, Option<usize>)> {
         let ray = Ray::new(point_to_glam(origin), vector_to_glam(direction));
         self.queries()
             .cast_ray(&ray, max_distance, true)
-            .map(|(_, toi)| toi)
+            .map(|(handle, toi)| (toi, self.cubes.iter().position(|c| *c == handle)))
     }
 }
 
 impl std::fmt::Debug for WorldGeometry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorldGeometry")
-            .field("colliders", &self.world.colliders.len())
+            .field("colliders", &self.colliders.len())
             .finish()
     }
 }

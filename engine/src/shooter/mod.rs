@@ -1,7 +1,8 @@
 //! The dedicated-server shooter (seeds 000, 001, 004): the game both sides run and the netcode building blocks
 //! around it.
 //!
-//! - The game: [`map::ArenaMap`] and [`map::WorldGeometry`] (static arena), [`player::simulate_player`] (the one
+//! - The game: [`map::ArenaMap`] and [`map::WorldGeometry`] (the arena's boxes and its cubes where a player saw
+//!   them, [`cubes`]), [`player::simulate_player`] (the one
 //!   movement-and-weapon step shared by server and client prediction), [`world::ShooterWorld`] (the server's
 //!   authoritative match: all players, physics cubes, shots, damage, death, respawn, score).
 //! - Server side: [`input_buffer::InputBuffer`] (per-client input jitter buffer with redundancy, repeat and
@@ -14,6 +15,7 @@
 #![warn(missing_docs)]
 
 mod convert;
+pub mod cubes;
 pub mod hitbox;
 pub mod ids;
 pub mod input;
@@ -38,6 +40,7 @@ pub type Tick = u32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct PlayerId(pub u8);
 
+pub use cubes::{CubePose, CubeTrack};
 pub use hitbox::{HitZone, PlayerHit, ShotRay, TargetPose, predict_hit, trace_shot};
 pub use ids::{ClientIdAllocator, EntityId, ServerIdAllocator};
 pub use input::{InputCommand, PlayerInput, ViewTime};
@@ -49,4 +52,4 @@ pub use map::{ArenaMap, WorldGeometry};
 pub use player::{PlayerState, simulate_player};
 pub use prediction::{ClientPredictor, PredictionConfig, ReconcileOutcome};
 pub use rules::GameRules;
-pub use world::{ShooterWorld, TickEvents};
+pub use world::{Entity, HeldEverything, HeldStates, ShooterWorld, TickEvents};

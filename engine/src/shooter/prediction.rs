@@ -5,6 +5,7 @@
 //! tick older than the ring (the client ran more than ~1 s ahead) forces a resynchronisation.
 
 use super::Tick;
+use super::cubes::CubePose;
 use super::hitbox::ShotRay;
 use super::input::PlayerInput;
 use super::map::WorldGeometry;
@@ -84,9 +85,26 @@ pub struct PredictionStats {
     pub total_correction_m: f64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+impl PredictionStats {
+    /// Adds the counters of `other` (a predictor this one replaced) to these.
+    pub fn absorb(&mut self, other: &Self) {
+        self.predicted += other.predicted;
+        self.reconciled += other.reconciled;
+        self.mispredictions += other.mispredictions;
+        self.overrides += other.overrides;
+        self.resyncs += other.resyncs;
+        self.stale += other.stale;
+        self.resimulated_ticks += other.resimulated_ticks;
+        self.max_correction_m = self.max_correction_m.max(other.max_correction_m);
+        self.total_correction_m += other.total_correction_m;
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
 struct Entry {
     input: PlayerInput,
+    /// The cubes as the player saw them that tick (the server meets the input with the same poses).
+    cubes: Vec<CubePose>,
     state: PlayerState,
 }
 
@@ -109,6 +127,7 @@ impl ClientPredictor {
             tick,
             Entry {
                 input: PlayerInput::default(),
+                cubes: Vec::new(),
                 state,
             },
         );
@@ -120,6 +139,14 @@ impl ClientPredictor {
             last_server_tick: Some(tick),
             stats: PredictionStats::default(),
         }
+    }
+
+    /// Starts over from the server's `state` at `tick` (the client re-aligned its clock), keeping the counters:
+    /// a misprediction counted before a re-alignment stays counted.
+    pub fn restart(&mut self, tick: Tick, state: PlayerState) {
+        let stats = self.stats;
+        *self = Self::new(self.config.clone(), tick, state);
+        self.stats = stats;
     }
 
     /// The tick of the latest predicted state.
@@ -147,20 +174,25 @@ impl ClientPredictor {
         self.stats
     }
 
-    /// Predicts the next tick under `input` and records it. Returns the shot fired, for a locally predicted
-    /// effect (give it a client-local id; damage is the server's word).
+    /// Predicts the next tick under `input` with the cubes at `cubes` (where the player sees them, at the view
+    /// time its input names) and records it. Returns the shot fired, for a locally predicted effect (give it a
+    /// client-local id; damage is the server's word); `geometry` keeps the cubes placed, so the shot can be
+    /// traced against the same cubes.
     pub fn predict(
         &mut self,
         input: PlayerInput,
-        geometry: &WorldGeometry,
+        cubes: Vec<CubePose>,
+        geometry: &mut WorldGeometry,
         rules: &GameRules,
     ) -> Option<ShotRay> {
         self.tick += 1;
+        geometry.place_cubes(&cubes);
         let shot = simulate_player(&mut self.state, &input, geometry, rules);
         self.ring.insert(
             self.tick,
             Entry {
                 input,
+                cubes,
                 state: self.state,
             },
         );
@@ -174,7 +206,7 @@ impl ClientPredictor {
         &mut self,
         server_tick: Tick,
         server_state: &PlayerState,
-        geometry: &WorldGeometry,
+        geometry: &mut WorldGeometry,
         rules: &GameRules,
     ) -> ReconcileOutcome {
         if self
@@ -209,6 +241,7 @@ impl ClientPredictor {
             let Some(entry) = self.ring.get_mut(tick) else {
                 break;
             };
+            geometry.place_cubes(&entry.cubes);
             simulate_player(&mut state, &entry.input, geometry, rules);
             entry.state = state;
             resimulated += 1;
@@ -258,6 +291,7 @@ impl ClientPredictor {
             server_tick,
             Entry {
                 input: PlayerInput::default(),
+                cubes: Vec::new(),
                 state: server_state,
             },
         );

@@ -61,15 +61,15 @@ fn command(tick: Tick, input: PlayerInput) -> InputCommand {
 
 #[test]
 fn prediction_matches_the_server_exactly_without_latency() {
-    // The standard map, cubes included: players push cubes but cubes never move players, so prediction against
-    // the static geometry stays exact.
+    // The standard map, cubes included: players push cubes and cubes stop players; the client predicts against
+    // the cubes where its inputs' view time puts them, as the server does, so prediction stays exact.
     let mut world = ShooterWorld::new(
         GameRules::default(),
         WorldConfig::default(),
         ArenaMap::standard(),
     );
     world.add_player(ME).unwrap();
-    let geometry = super::map::WorldGeometry::new(world.map());
+    let mut geometry = super::map::WorldGeometry::new(world.map());
     let rules = world.rules().clone();
     let mut predictor = ClientPredictor::new(
         PredictionConfig::default(),
@@ -80,7 +80,8 @@ fn prediction_matches_the_server_exactly_without_latency() {
     let mut fired = 0;
     for _ in 0..1800 {
         let input = random_input(&mut rng);
-        let predicted_shot = predictor.predict(input, &geometry, &rules);
+        let cubes = world.cube_poses_at(ViewTime::at(predictor.tick()));
+        let predicted_shot = predictor.predict(input, cubes, &mut geometry, &rules);
         let events = world.step(&[(ME, command(predictor.tick(), input))]);
         assert_eq!(world.tick(), predictor.tick());
         assert_eq!(predictor.state(), world.player(ME).unwrap());
@@ -89,8 +90,12 @@ fn prediction_matches_the_server_exactly_without_latency() {
             assert_eq!(shot, events.shots[0].ray);
             fired += 1;
         }
-        let outcome =
-            predictor.reconcile(world.tick(), world.player(ME).unwrap(), &geometry, &rules);
+        let outcome = predictor.reconcile(
+            world.tick(),
+            world.player(ME).unwrap(),
+            &mut geometry,
+            &rules,
+        );
         assert_eq!(outcome, ReconcileOutcome::Matched);
     }
     assert!(fired > 50, "fired {fired}");
@@ -135,7 +140,8 @@ impl LaggedSession {
 
     /// One client tick: predict, send; the server consumes inputs `lead` ticks old; states return `lead` late.
     fn tick(&mut self, input: PlayerInput) -> Option<ReconcileOutcome> {
-        self.predictor.predict(input, &self.geometry, &self.rules);
+        self.predictor
+            .predict(input, Vec::new(), &mut self.geometry, &self.rules);
         self.inputs.push_back(command(self.predictor.tick(), input));
         if self.inputs.len() > self.lead {
             let cmd = self.inputs.pop_front().unwrap();
@@ -147,7 +153,7 @@ impl LaggedSession {
             let (tick, state) = self.in_flight.pop_front().unwrap();
             return Some(
                 self.predictor
-                    .reconcile(tick, &state, &self.geometry, &self.rules),
+                    .reconcile(tick, &state, &mut self.geometry, &self.rules),
             );
         }
         None
@@ -219,7 +225,7 @@ fn reconciliation_resimulates_the_unacknowledged_inputs_after_a_server_correctio
 #[test]
 fn lost_inputs_are_recovered_by_redundancy_or_repeated_and_reconciled() {
     let mut world = world_without_cubes(&[ME]);
-    let geometry = super::map::WorldGeometry::new(world.map());
+    let mut geometry = super::map::WorldGeometry::new(world.map());
     let rules = world.rules().clone();
     let mut predictor = ClientPredictor::new(
         PredictionConfig::default(),
@@ -234,7 +240,7 @@ fn lost_inputs_are_recovered_by_redundancy_or_repeated_and_reconciled() {
     let mut corrections = Vec::new();
     for client_tick in 1..=400u32 {
         let input = random_input(&mut rng);
-        predictor.predict(input, &geometry, &rules);
+        predictor.predict(input, Vec::new(), &mut geometry, &rules);
         // Each packet carries this tick's input and the previous five.
         let packet: Vec<InputCommand> = (client_tick.saturating_sub(5).max(1)..=client_tick)
             .rev()
@@ -254,7 +260,7 @@ fn lost_inputs_are_recovered_by_redundancy_or_repeated_and_reconciled() {
         if states.len() > lead as usize {
             let (tick, state) = states.pop_front().unwrap();
             if let ReconcileOutcome::Corrected { correction_m, .. } =
-                predictor.reconcile(tick, &state, &geometry, &rules)
+                predictor.reconcile(tick, &state, &mut geometry, &rules)
             {
                 corrections.push((tick, correction_m));
             }
@@ -278,25 +284,25 @@ fn lost_inputs_are_recovered_by_redundancy_or_repeated_and_reconciled() {
 #[test]
 fn a_state_older_than_the_history_resynchronises_and_a_reordered_one_is_stale() {
     let world = world_without_cubes(&[ME]);
-    let geometry = super::map::WorldGeometry::new(world.map());
+    let mut geometry = super::map::WorldGeometry::new(world.map());
     let rules = world.rules().clone();
     let start = *world.player(ME).unwrap();
     let mut predictor = ClientPredictor::new(PredictionConfig::default(), 0, start);
     for _ in 0..40 {
-        predictor.predict(PlayerInput::default(), &geometry, &rules);
+        predictor.predict(PlayerInput::default(), Vec::new(), &mut geometry, &rules);
     }
     let at_20 = *predictor.state_at(20).unwrap();
     assert_eq!(
-        predictor.reconcile(20, &at_20, &geometry, &rules),
+        predictor.reconcile(20, &at_20, &mut geometry, &rules),
         ReconcileOutcome::Matched
     );
     assert_eq!(
-        predictor.reconcile(5, &at_20, &geometry, &rules),
+        predictor.reconcile(5, &at_20, &mut geometry, &rules),
         ReconcileOutcome::Stale
     );
     let mut server = *predictor.state_at(30).unwrap();
     server.motion.position[2] += 1000;
-    match predictor.reconcile(30, &server, &geometry, &rules) {
+    match predictor.reconcile(30, &server, &mut geometry, &rules) {
         ReconcileOutcome::Corrected {
             resimulated,
             correction_m,
@@ -312,11 +318,11 @@ fn a_state_older_than_the_history_resynchronises_and_a_reordered_one_is_stale() 
 
     let mut fresh = ClientPredictor::new(PredictionConfig::default(), 0, start);
     for _ in 0..40 {
-        fresh.predict(PlayerInput::default(), &geometry, &rules);
+        fresh.predict(PlayerInput::default(), Vec::new(), &mut geometry, &rules);
     }
     assert_eq!(fresh.state_at(8), None, "32 ticks of history: 9..=40");
     assert_eq!(
-        fresh.reconcile(3, &server, &geometry, &rules),
+        fresh.reconcile(3, &server, &mut geometry, &rules),
         ReconcileOutcome::Resynchronised
     );
     assert_eq!(fresh.tick(), 3);
@@ -494,7 +500,7 @@ fn damage_kills_scores_and_the_victim_respawns_after_the_delay() {
             assert_eq!(
                 *kill,
                 KillEvent {
-                    killer: ME,
+                    killer: Some(ME),
                     victim: TARGET
                 }
             );
@@ -551,7 +557,7 @@ fn damage_from_the_server_is_an_override_not_a_misprediction() {
     let mut world = world_without_cubes(&[ME, TARGET]);
     place(&mut world, ME, 0.0, 2.0, 32_768);
     place(&mut world, TARGET, 0.0, -10.0, 0);
-    let geometry = super::map::WorldGeometry::new(world.map());
+    let mut geometry = super::map::WorldGeometry::new(world.map());
     let rules = world.rules().clone();
     let mut predictor = ClientPredictor::new(
         PredictionConfig::default(),
@@ -561,7 +567,7 @@ fn damage_from_the_server_is_an_override_not_a_misprediction() {
     let mut overridden = 0;
     for _ in 0..120 {
         let mine = PlayerInput::default();
-        predictor.predict(mine, &geometry, &rules);
+        predictor.predict(mine, Vec::new(), &mut geometry, &rules);
         let tick = world.tick() + 1;
         let my_feet = world.player(ME).unwrap().position();
         let shooter_aim = aim_input(
@@ -574,7 +580,12 @@ fn damage_from_the_server_is_an_override_not_a_misprediction() {
             (ME, command(tick, mine)),
             (TARGET, command(tick, shooter_aim)),
         ]);
-        match predictor.reconcile(world.tick(), world.player(ME).unwrap(), &geometry, &rules) {
+        match predictor.reconcile(
+            world.tick(),
+            world.player(ME).unwrap(),
+            &mut geometry,
+            &rules,
+        ) {
             ReconcileOutcome::Matched => {}
             ReconcileOutcome::Overridden { .. } => overridden += 1,
             other => panic!("unexpected {other:?}"),
@@ -716,4 +727,95 @@ fn impossible_movement_is_clamped_and_counted() {
         assert_eq!(after.motion.pitch, -super::units::PITCH_LIMIT);
     }
     assert_eq!(world.stats().clamped_inputs, 10);
+}
+
+#[test]
+fn a_cube_stops_a_walking_player_on_the_server_and_in_prediction_alike() {
+    // The standard map has a cube at (3, 0.5, 0); walk into it along +X from x = 0.
+    let mut world = ShooterWorld::new(
+        GameRules::default(),
+        WorldConfig::default(),
+        ArenaMap::standard(),
+    );
+    world.add_player(ME).unwrap();
+    place(&mut world, ME, 0.5, 0.0, 16_384);
+    let mut geometry = super::map::WorldGeometry::new(world.map());
+    let rules = world.rules().clone();
+    let mut predictor = ClientPredictor::new(
+        PredictionConfig::default(),
+        world.tick(),
+        *world.player(ME).unwrap(),
+    );
+    let forward = PlayerInput {
+        move_z: 7,
+        yaw: 16_384,
+        ..PlayerInput::default()
+    };
+    for _ in 0..30 {
+        let cubes = world.cube_poses_at(ViewTime::at(predictor.tick()));
+        predictor.predict(forward, cubes, &mut geometry, &rules);
+        world.step(&[(ME, command(predictor.tick(), forward))]);
+        assert_eq!(predictor.state(), world.player(ME).unwrap());
+    }
+    let x = world.player(ME).unwrap().position().x;
+    let face = 3.0 - 0.5 - rules.body.capsule_radius;
+    assert!(
+        x < face + 0.05 && x > face - 0.3,
+        "stopped at the cube's face: x {x}"
+    );
+}
+
+#[test]
+fn a_cube_blocks_a_shot_on_the_server_and_in_the_clients_prediction_alike() {
+    let mut world = ShooterWorld::new(
+        GameRules::default(),
+        WorldConfig::default(),
+        ArenaMap::standard(),
+    );
+    world.add_player(ME).unwrap();
+    world.add_player(TARGET).unwrap();
+    // The cube at (0, 0.5, -3) stands between the shooter at z = -8 and the target at z = 2, kneeling height.
+    place(&mut world, ME, 0.0, -8.0, 0);
+    place(&mut world, TARGET, 0.0, 2.0, 0);
+    for _ in 0..20 {
+        let tick = world.tick() + 1;
+        world.step(&[
+            (ME, command(tick, PlayerInput::default())),
+            (TARGET, command(tick, PlayerInput::default())),
+        ]);
+    }
+    let rules = world.rules().clone();
+    let me = *world.player(ME).unwrap();
+    let target_feet = world.player(TARGET).unwrap().position();
+    let low = target_feet + nalgebra::Vector3::new(0.0, 0.4, 0.0);
+    let (yaw, pitch) = super::units::aim_at(&me.eye(&rules), &low);
+    let ray = super::hitbox::ShotRay {
+        origin: me.eye(&rules),
+        direction: super::units::view_direction(yaw, pitch),
+        range: rules.weapon.range,
+    };
+    let view = ViewTime::at(world.tick() - 2);
+    let mut geometry = super::map::WorldGeometry::new(world.map());
+    geometry.place_cubes(&world.cube_poses_at(view));
+    let targets = [super::hitbox::TargetPose {
+        player: TARGET,
+        feet: target_feet,
+        alive: true,
+    }];
+    let predicted = super::hitbox::predict_hit(&ray, ME, &targets, &geometry, &rules.body);
+    assert_eq!(predicted, None, "the client sees the cube in the way");
+    let tick = world.tick() + 1;
+    let input = PlayerInput {
+        yaw,
+        pitch,
+        buttons: buttons::FIRE,
+        ..PlayerInput::default()
+    };
+    let events = world.step(&[
+        (ME, InputCommand { tick, view, input }),
+        (TARGET, command(tick, PlayerInput::default())),
+    ]);
+    let shot = &events.shots[0];
+    assert_eq!(shot.hit, None, "{shot:?}");
+    assert!(shot.blocked_at.is_some_and(|d| d < 5.5), "{shot:?}");
 }

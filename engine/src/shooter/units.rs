@@ -15,6 +15,22 @@ pub const PITCH_STEPS_PER_QUARTER_TURN: f32 = 16_384.0;
 /// The steepest pitch a player may look, up or down (about 87.9 degrees).
 pub const PITCH_LIMIT: i16 = 16_000;
 
+/// The lowest corner of the box players live in, in position steps (−64 m across, −8 m down): what a snapshot
+/// can carry. A player who leaves it (falls off the map) dies and is held at its edge until it respawns.
+pub const POSITION_MIN: [i32; 3] = [-32_768, -4_096, -32_768];
+/// The highest corner of that box (64 m across, 56 m up).
+pub const POSITION_MAX: [i32; 3] = [32_767, 28_671, 32_767];
+
+/// True when a position lies within [`POSITION_MIN`]..=[`POSITION_MAX`].
+pub fn in_bounds(p: [i32; 3]) -> bool {
+    (0..3).all(|i| (POSITION_MIN[i]..=POSITION_MAX[i]).contains(&p[i]))
+}
+
+/// The nearest position within the bounds.
+pub fn clamp_to_bounds(p: [i32; 3]) -> [i32; 3] {
+    [0, 1, 2].map(|i| p[i].clamp(POSITION_MIN[i], POSITION_MAX[i]))
+}
+
 /// A world position in metres to position steps.
 pub fn quantize_position(p: &Point3<f32>) -> [i32; 3] {
     [p.x, p.y, p.z].map(|c| quantize(c, POSITION_STEPS_PER_METRE))

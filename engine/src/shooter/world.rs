@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use nalgebra::{Point3, Vector3};
 use physync_codec::{BodyState, QuantConfig};
-use rapier3d::prelude::{
-    ColliderBuilder, PhysicsWorld, QueryFilter, Ray, RigidBodyBuilder, RigidBodyHandle,
-};
+use rapier3d::prelude::{ColliderBuilder, PhysicsWorld, RigidBodyBuilder, RigidBodyHandle};
 use thiserror::Error;
 
 use super::convert::{point_to_glam, vector_to_glam};
+use super::cubes::{CubePose, CubeTrack, poses_at_view};
 use super::hitbox::{HitZone, PlayerHit, ShotRay, TargetPose, trace_shot};
 use super::ids::{EntityId, ServerIdAllocator};
 use super::input::{InputCommand, PlayerInput, ViewTime};
@@ -33,6 +32,9 @@ pub struct WorldConfig {
     pub max_players: usize,
     /// Longest rewind granted to a shot (capped at [`super::lagcomp::MAX_REWIND`]).
     pub max_rewind: Duration,
+    /// How cube states are quantized for the wire: the states the world records and meets players with are
+    /// exactly the ones clients receive.
+    pub cube_quant: QuantConfig,
 }
 
 impl Default for WorldConfig {
@@ -40,6 +42,7 @@ impl Default for WorldConfig {
         Self {
             max_players: 10,
             max_rewind: Duration::from_secs(1),
+            cube_quant: QuantConfig::default(),
         }
     }
 }
@@ -88,8 +91,8 @@ pub struct ShotEvent {
 /// A kill this tick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KillEvent {
-    /// Who fired the killing shot.
-    pub killer: PlayerId,
+    /// Who fired the killing shot; `None` when the victim left the arena's bounds (fell off the map).
+    pub killer: Option<PlayerId>,
     /// Who died.
     pub victim: PlayerId,
 }
@@ -105,6 +108,33 @@ pub struct TickEvents {
     pub kills: Vec<KillEvent>,
     /// Players who respawned.
     pub respawns: Vec<PlayerId>,
+}
+
+/// A player or a cube, as one state a snapshot carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Entity {
+    /// A player by slot.
+    Player(PlayerId),
+    /// A cube by its index in the map.
+    Cube(usize),
+}
+
+/// Which snapshot states each client held when it gave an input (the snapshots it had received, and in them
+/// the players and cubes that were sent): the server meets the input with exactly the poses the client
+/// interpolated from those states, so a lost snapshot changes nothing between prediction and judgement.
+pub trait HeldStates {
+    /// True when `viewer`, giving its input for `input_tick`, held the state of `entity` at `tick`.
+    fn held(&self, viewer: PlayerId, input_tick: Tick, entity: Entity, tick: Tick) -> bool;
+}
+
+/// Every state held: a client on a perfect link (and what a player without an input is met with).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HeldEverything;
+
+impl HeldStates for HeldEverything {
+    fn held(&self, _: PlayerId, _: Tick, _: Entity, _: Tick) -> bool {
+        true
+    }
 }
 
 /// Counters of the match, cumulative.
@@ -137,6 +167,7 @@ pub struct ShooterWorld {
     geometry: WorldGeometry,
     physics: PhysicsWorld,
     cubes: Vec<RigidBodyHandle>,
+    cube_tracks: Vec<CubeTrack>,
     players: BTreeMap<PlayerId, ServerPlayer>,
     history: HitboxHistory,
     tick: Tick,
@@ -166,6 +197,12 @@ impl ShooterWorld {
             })
             .collect();
         let history = HitboxHistory::new(config.max_rewind, rules.tick_rate_hz);
+        let track_len = history.window_ticks() as usize + 2;
+        let cube_tracks = map
+            .cubes
+            .iter()
+            .map(|_| CubeTrack::new(track_len))
+            .collect();
         let mut world = Self {
             rules,
             config,
@@ -173,6 +210,7 @@ impl ShooterWorld {
             geometry,
             physics,
             cubes,
+            cube_tracks,
             players: BTreeMap::new(),
             history,
             tick: 0,
@@ -301,28 +339,47 @@ impl ShooterWorld {
     }
 
     /// Runs one tick with the players' commands for it (the command's `tick` is the caller's business; a player
-    /// without a command repeats its previous input). Order: every player moves and fires through
+    /// without a command repeats its previous movement and view with no button held). Order: every player moves and fires through
     /// [`simulate_player`]; the shots are traced against the other players rewound to each shot's view time and
     /// damage lands in the present; the physics cubes step; the dead whose timer ran out respawn; the tick's
     /// hitbox poses are recorded for later rewinds.
     pub fn step(&mut self, commands: &[(PlayerId, InputCommand)]) -> TickEvents {
+        self.step_held(commands, &HeldEverything)
+    }
+
+    /// [`ShooterWorld::step`] for clients that held only the snapshot states `held` says: each input meets the
+    /// cubes, and each shot the other players, blended from those states alone.
+    pub fn step_held(
+        &mut self,
+        commands: &[(PlayerId, InputCommand)],
+        held: &dyn HeldStates,
+    ) -> TickEvents {
         self.tick += 1;
         let tick = self.tick;
         let commands: BTreeMap<PlayerId, &InputCommand> =
             commands.iter().map(|(id, c)| (*id, c)).collect();
         let mut pending = Vec::new();
         for (id, player) in self.players.iter_mut() {
-            let (input, view) = match commands.get(id) {
-                Some(command) => (command.input, command.view),
-                None => (player.last_input, ViewTime::at(tick.saturating_sub(1))),
+            let (input, view, input_tick) = match commands.get(id) {
+                Some(command) => (command.input, command.view, Some(command.tick)),
+                None => (
+                    player.last_input.repeated(),
+                    ViewTime::at(tick.saturating_sub(1)),
+                    None,
+                ),
+            };
+            let had = |k: usize, t: Tick| {
+                input_tick.is_none_or(|i| held.held(*id, i, Entity::Cube(k), t))
             };
             let (input, clamped) = input.sanitized();
             self.stats.clamped_inputs += u64::from(clamped);
             player.last_input = input;
+            let seen = poses_at_view(&self.cube_tracks, view, self.geometry.initial_cubes(), &had);
+            self.geometry.place_cubes(&seen);
             if let Some(ray) =
                 simulate_player(&mut player.state, &input, &self.geometry, &self.rules)
             {
-                pending.push((*id, ray, view));
+                pending.push((*id, ray, view, input_tick));
             }
         }
 
@@ -330,8 +387,13 @@ impl ShooterWorld {
             tick,
             ..TickEvents::default()
         };
-        for (shooter, ray, view) in pending {
-            let shot = self.resolve_shot(tick, shooter, ray, view, &mut events.kills);
+        self.remove_the_fallen(&mut events.kills);
+
+        for (shooter, ray, view, input_tick) in pending {
+            let had = |entity: Entity, t: Tick| {
+                input_tick.is_none_or(|i| held.held(shooter, i, entity, t))
+            };
+            let shot = self.resolve_shot(tick, shooter, ray, view, &had, &mut events.kills);
             events.shots.push(shot);
         }
 
@@ -370,19 +432,45 @@ impl ShooterWorld {
         events
     }
 
+    /// Kills every living player outside the bounds a snapshot can carry (fallen off the map, or put there by
+    /// game code) and holds it at the edge until it respawns, so one player can never make the snapshots of the
+    /// whole match unencodable.
+    fn remove_the_fallen(&mut self, kills: &mut Vec<KillEvent>) {
+        let respawn_ticks = self.rules.vitals.respawn_ticks;
+        for (id, player) in self.players.iter_mut() {
+            let motion = &mut player.state.motion;
+            if units::in_bounds(motion.position) {
+                continue;
+            }
+            motion.position = units::clamp_to_bounds(motion.position);
+            motion.vertical_velocity = 0;
+            if player.state.alive() {
+                player.state.vitals.health = 0;
+                player.state.vitals.respawn_in = respawn_ticks;
+                player.score.deaths += 1;
+                kills.push(KillEvent {
+                    killer: None,
+                    victim: *id,
+                });
+            }
+        }
+    }
+
     fn resolve_shot(
         &mut self,
         tick: Tick,
         shooter: PlayerId,
         ray: ShotRay,
         view: ViewTime,
+        had: &dyn Fn(Entity, Tick) -> bool,
         kills: &mut Vec<KillEvent>,
     ) -> ShotEvent {
         self.stats.shots += 1;
         let rewound = if view == ViewTime::at(tick) {
             Ok(self.present_targets())
         } else {
-            self.history.rewind(tick, view)
+            self.history
+                .rewind_held(tick, view, &|p, t| had(Entity::Player(p), t))
         };
         let (targets, rewind) = match rewound {
             Ok(targets) => {
@@ -394,17 +482,29 @@ impl ShooterWorld {
                 (self.present_targets(), Err(error))
             }
         };
-        let glam_ray = Ray::new(point_to_glam(&ray.origin), vector_to_glam(&ray.direction));
+        // The cubes stand where the shooter saw them, like the other players.
+        let cube_view = if rewind.is_ok() {
+            view
+        } else {
+            ViewTime::at(tick.saturating_sub(1))
+        };
+        let rewound_ok = rewind.is_ok();
+        let seen = poses_at_view(
+            &self.cube_tracks,
+            cube_view,
+            self.geometry.initial_cubes(),
+            &|k, t| !rewound_ok || had(Entity::Cube(k), t),
+        );
+        self.geometry.place_cubes(&seen);
         let blocker = self
-            .physics
-            .query_pipeline_with_filter(QueryFilter::exclude_kinematic())
-            .cast_ray(&glam_ray, ray.range, true);
-        let blocked_at = blocker.map(|(_, toi)| toi);
+            .geometry
+            .cast_ray_at(&ray.origin, &ray.direction, ray.range);
+        let blocked_at = blocker.map(|(toi, _)| toi);
         let hit = trace_shot(&ray, shooter, &targets, blocked_at, &self.rules.body);
         if hit.is_none()
-            && let Some((collider, toi)) = blocker
+            && let Some((toi, Some(cube))) = blocker
         {
-            self.push_cube(collider, &ray, toi);
+            self.push_cube(cube, &seen[cube], &ray, toi);
         }
         let mut damage = 0;
         if let Some(hit) = hit {
@@ -423,21 +523,21 @@ impl ShooterWorld {
         }
     }
 
-    fn push_cube(&mut self, collider: rapier3d::prelude::ColliderHandle, ray: &ShotRay, toi: f32) {
-        let Some(parent) = self
-            .physics
-            .colliders
-            .get(collider)
-            .and_then(|c| c.parent())
+    /// Knocks cube `cube`, struck at distance `toi` along `ray` while it stood at `seen`: the impulse lands on
+    /// the cube in the present, at the same point relative to its centre.
+    fn push_cube(&mut self, cube: usize, seen: &CubePose, ray: &ShotRay, toi: f32) {
+        let Some(body) = self
+            .cubes
+            .get(cube)
+            .and_then(|h| self.physics.bodies.get_mut(*h))
         else {
             return;
         };
-        if let Some(body) = self.physics.bodies.get_mut(parent)
-            && body.is_dynamic()
-        {
-            let impulse = vector_to_glam(&(ray.direction * self.rules.weapon.cube_impulse));
-            body.apply_impulse_at_point(impulse, point_to_glam(&ray.point_at(toi)), true);
-        }
+        let t = body.translation();
+        let present = Point3::new(t.x, t.y, t.z);
+        let point = present + (ray.point_at(toi) - seen.center);
+        let impulse = vector_to_glam(&(ray.direction * self.rules.weapon.cube_impulse));
+        body.apply_impulse_at_point(impulse, point_to_glam(&point), true);
     }
 
     fn apply_damage(
@@ -468,7 +568,7 @@ impl ShooterWorld {
             killer.score.kills += 1;
         }
         kills.push(KillEvent {
-            killer: shooter,
+            killer: Some(shooter),
             victim: hit.player,
         });
         dealt
@@ -485,7 +585,21 @@ impl ShooterWorld {
             .collect()
     }
 
+    /// Every cube's pose at `view` as the world has it (what a client that received every snapshot sees).
+    pub fn cube_poses_at(&self, view: ViewTime) -> Vec<CubePose> {
+        poses_at_view(
+            &self.cube_tracks,
+            view,
+            self.geometry.initial_cubes(),
+            &|_, _| true,
+        )
+    }
+
     fn record_history(&mut self) {
+        let states = self.cube_states(&self.config.cube_quant);
+        for (track, state) in self.cube_tracks.iter_mut().zip(states) {
+            track.push(self.tick, state, &self.config.cube_quant);
+        }
         let poses = self
             .players
             .iter()

@@ -276,13 +276,22 @@ impl MatchDataAssembler {
     pub fn insert(&mut self, chunk: MatchDataChunk) -> Result<(), WireError> {
         let count = self.chunks.len();
         let i = usize::from(chunk.index);
+        let refused = || WireError::from(CodecError::Invalid { field: "chunk" });
+        if i >= count {
+            return Err(refused());
+        }
         let expected = if i + 1 == count {
-            self.accept.data_len as usize - (count - 1) * CHUNK_BYTES
+            // The accept is the sender's word: a length that leaves the last chunk empty, negative or oversized
+            // describes no data at all.
+            (self.accept.data_len as usize)
+                .checked_sub(i * CHUNK_BYTES)
+                .filter(|len| (1..=CHUNK_BYTES).contains(len))
+                .ok_or_else(refused)?
         } else {
             CHUNK_BYTES
         };
-        if i >= count || chunk.bytes.len() != expected {
-            return Err(CodecError::Invalid { field: "chunk" }.into());
+        if chunk.bytes.len() != expected {
+            return Err(refused());
         }
         self.chunks[i] = Some(chunk.bytes);
         Ok(())
@@ -357,5 +366,27 @@ mod tests {
             corrupt.insert(p).unwrap();
         }
         assert!(corrupt.complete().unwrap().is_err());
+    }
+
+    #[test]
+    fn an_accept_whose_length_contradicts_its_chunk_count_refuses_chunks() {
+        for (chunk_count, data_len) in [(3u8, 10u32), (2, 5000), (1, 0), (2, 1000)] {
+            let mut a = MatchDataAssembler::new(Accept {
+                chunk_count,
+                data_len,
+                ..Accept::default()
+            });
+            let last = chunk_count - 1;
+            for len in [0usize, 10, CHUNK_BYTES] {
+                let chunk = MatchDataChunk {
+                    index: last,
+                    bytes: vec![0; len],
+                };
+                assert!(
+                    a.insert(chunk).is_err(),
+                    "{chunk_count} chunks, {data_len} bytes, last of {len}"
+                );
+            }
+        }
     }
 }

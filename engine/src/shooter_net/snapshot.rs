@@ -6,20 +6,25 @@
 //! ([`RemotePlayerSnap`]: position, view, alive, kills, deaths); cubes are the codec's rigid-body states with its
 //! ballistic predictor. A snapshot names its baseline once, as a tick offset, and each entity is coded against
 //! the same entity in that snapshot (absolute when it was absent there).
+//!
+//! Interest management: each entity is a [`Sighting`]: hidden (a player the client cannot see is not sent at
+//! all), fresh (its state this tick) or held (relevant, but the byte budget left it out this time; the client
+//! keeps what it has). Shots, hits and kills ride along as [`GameEvent`]s.
 
 use physync_codec::delta::{DeltaPath, plan, serialize_entry};
 use physync_codec::stream::Ctx;
 use physync_codec::{CodecError, DeltaState, ObjectState, StateConfig, Stream};
 
-use super::wire::{self, WireError};
+use super::events::{GameEvent, serialize_events};
+use super::wire::{self, PacketKind, WireError};
 use crate::shooter::player::{MotionState, PlayerState, Vitals, WeaponState};
-use crate::shooter::{PlayerId, Tick};
+use crate::shooter::{PlayerId, Tick, units};
 
 /// Most player slots the wire can name (a match holds at most this many).
 pub const MAX_SLOTS: usize = 16;
-/// Most cubes a snapshot carries: with every slot filled and every cube moving, a full snapshot still fits the
-/// 1200-byte datagram (checked by a test).
-pub const MAX_CUBES: usize = 32;
+/// Most cubes a snapshot carries: with every slot filled, every cube moving and the most events, a full snapshot
+/// still fits the 1200-byte datagram (checked by a test).
+pub const MAX_CUBES: usize = 24;
 /// Oldest baseline a snapshot may name, in ticks (the receiver keeps this many snapshots).
 pub const MAX_BASELINE_AGE: u32 = 63;
 
@@ -39,12 +44,13 @@ const PHASE: Ctx = Ctx::user(22, "phase");
 const SLOT: Ctx = Ctx::user(23, "slot");
 const FILL: Ctx = Ctx::user(24, "input fill");
 const COUNT: Ctx = Ctx::user(25, "cube count");
+const SIGHT: Ctx = Ctx::user(54, "sighting");
 
 /// Position residual buckets: per-axis bounds of the small, medium and large residuals, in position steps.
 const POSITION_BUCKETS: [i32; 3] = [31, 511, 8191];
-/// Horizontal and vertical position bounds on the wire (±64 m; −8 m..56 m).
-const XZ_RANGE: (i32, i32) = (-32_768, 32_767);
-const Y_RANGE: (i32, i32) = (-4_096, 28_671);
+/// Horizontal and vertical position bounds on the wire (±64 m; −8 m..56 m): the box the world keeps players in.
+const XZ_RANGE: (i32, i32) = (units::POSITION_MIN[0], units::POSITION_MAX[0]);
+const Y_RANGE: (i32, i32) = (units::POSITION_MIN[1], units::POSITION_MAX[1]);
 /// Vertical velocity bound (±32 m/s in 1/256 m/s steps).
 const VVEL_RANGE: i32 = 8_191;
 
@@ -304,6 +310,42 @@ impl MatchPhase {
     }
 }
 
+/// What a snapshot says about one player or cube.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sighting<T> {
+    /// Not relevant to this client (a player behind a wall): not sent, not drawn.
+    #[default]
+    Hidden,
+    /// Its state at the snapshot's tick.
+    Fresh(T),
+    /// Relevant, but left out of this snapshot by the byte budget: the client keeps what it has. The state is
+    /// the one both sides know from the baseline (the reference of the next delta), if any.
+    Held(Option<T>),
+}
+
+impl<T> Sighting<T> {
+    /// The newest state both sides know: fresh, or held from the baseline.
+    pub fn known(&self) -> Option<&T> {
+        match self {
+            Sighting::Fresh(v) | Sighting::Held(Some(v)) => Some(v),
+            Sighting::Hidden | Sighting::Held(None) => None,
+        }
+    }
+
+    /// The state at this tick, if it was sent.
+    pub fn fresh(&self) -> Option<&T> {
+        match self {
+            Sighting::Fresh(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// True unless hidden.
+    pub fn is_seen(&self) -> bool {
+        !matches!(self, Sighting::Hidden)
+    }
+}
+
 /// One client's view of the world at one server tick.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Snapshot {
@@ -324,9 +366,11 @@ pub struct Snapshot {
     /// The receiving client's own player.
     pub local: LocalPlayerSnap,
     /// Every other player, by slot.
-    pub remotes: [Option<RemotePlayerSnap>; MAX_SLOTS],
+    pub remotes: [Sighting<RemotePlayerSnap>; MAX_SLOTS],
     /// The cubes, in map order.
-    pub cubes: Vec<ObjectState>,
+    pub cubes: Vec<Sighting<ObjectState>>,
+    /// Shots, hits and kills not yet acknowledged by the client, oldest first.
+    pub events: Vec<GameEvent>,
 }
 
 fn entry<S: Stream, T: DeltaState>(
@@ -344,18 +388,98 @@ fn entry<S: Stream, T: DeltaState>(
 }
 
 /// Writes `snapshot` as the body of a snapshot datagram, coded against `baseline` (a snapshot the client
-/// acknowledged, at most [`MAX_BASELINE_AGE`] ticks older).
+/// acknowledged, at most [`MAX_BASELINE_AGE`] ticks older). Returns the snapshot as the client will read it
+/// (held entities carry the baseline's state): what the sender keeps as a future baseline.
 pub fn write_snapshot<S: Stream>(
     s: &mut S,
     cube_config: &StateConfig,
     snapshot: &Snapshot,
     baseline: Option<&Snapshot>,
-) -> Result<(), WireError> {
+) -> Result<Snapshot, WireError> {
     let mut v = snapshot.clone();
-    let baseline = baseline.filter(|b| {
+    let baseline = usable_baseline(&v, baseline);
+    serialize_body(s, cube_config, &mut v, baseline)?;
+    Ok(v)
+}
+
+fn usable_baseline<'a>(v: &Snapshot, baseline: Option<&'a Snapshot>) -> Option<&'a Snapshot> {
+    baseline.filter(|b| {
         b.tick < v.tick && v.tick - b.tick <= MAX_BASELINE_AGE && b.local_slot == v.local_slot
-    });
-    serialize_body(s, cube_config, &mut v, baseline)
+    })
+}
+
+/// A snapshot datagram ready to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedSnapshot {
+    /// The datagram.
+    pub bytes: Vec<u8>,
+    /// The snapshot as the client will read it (what the sender keeps as a future baseline).
+    pub as_read: Snapshot,
+    /// The back end that made it smaller.
+    pub backend: physync_codec::Backend,
+}
+
+/// A whole snapshot datagram (header and body) with sequence `sequence`. With `try_range_coder`, through
+/// whichever back end makes it smaller: the bit-packed size is measured, the range-coded one written, and
+/// bit-packing is written only when it wins; without, bit-packed (about a third of the encoding time).
+pub fn encode_snapshot(
+    sequence: u16,
+    cube_config: &StateConfig,
+    snapshot: &Snapshot,
+    baseline: Option<&Snapshot>,
+    try_range_coder: bool,
+) -> Result<EncodedSnapshot, WireError> {
+    let baseline = usable_baseline(snapshot, baseline);
+    let mut measure = physync_codec::MeasureStream::new();
+    let mut as_read = snapshot.clone();
+    serialize_body(&mut measure, cube_config, &mut as_read, baseline)?;
+    let bitpack_len = wire::HEADER_BYTES + measure.bits_counted().div_ceil(8) as usize;
+    let arith = if try_range_coder {
+        wire::write_arith_packet(PacketKind::Snapshot, sequence, (0, 0), |s| {
+            write_snapshot(s, cube_config, snapshot, baseline).map(drop)
+        })
+    } else {
+        Err(WireError::TooLarge(0))
+    };
+    let (bytes, backend) = match arith {
+        Ok(bytes) if bytes.len() <= bitpack_len => (bytes, physync_codec::Backend::Arith),
+        _ => (
+            wire::write_packet(PacketKind::Snapshot, sequence, (0, 0), |s| {
+                write_snapshot(s, cube_config, snapshot, baseline).map(drop)
+            })?,
+            physync_codec::Backend::Bitpack,
+        ),
+    };
+    Ok(EncodedSnapshot {
+        bytes,
+        as_read,
+        backend,
+    })
+}
+
+/// Reads a whole snapshot datagram in either back end; `held(tick)` returns the snapshot of that tick if the
+/// client still holds it. Returns the header's sequence and the snapshot.
+pub fn decode_snapshot<'a>(
+    bytes: &[u8],
+    cube_config: &StateConfig,
+    held: impl FnOnce(Tick) -> Option<&'a Snapshot>,
+) -> Result<(u16, Snapshot), WireError> {
+    let incoming = wire::read_any_packet(bytes)?;
+    if incoming.kind != PacketKind::Snapshot {
+        return Err(WireError::Unexpected(incoming.kind));
+    }
+    let sequence = incoming.header.sequence;
+    let snapshot = match incoming.body {
+        wire::Body::Bits(mut body) => {
+            let s = read_snapshot(&mut body, cube_config, held)?;
+            if body.bits_left() >= 8 {
+                return Err(WireError::Trailing(body.bits_left()));
+            }
+            s
+        }
+        wire::Body::Arith(mut body) => read_snapshot(body.as_mut(), cube_config, held)?,
+    };
+    Ok((sequence, snapshot))
 }
 
 /// Reads a snapshot body; `held(tick)` returns the snapshot of that tick if the client still holds it.
@@ -416,32 +540,81 @@ fn serialize_rest<S: Stream>(
     v.local_slot = PlayerId(slot as u8);
     entry(s, &(), &mut v.local, baseline.map(|b| &b.local))?;
     for (i, remote) in v.remotes.iter_mut().enumerate() {
-        let mut present = remote.is_some();
-        s.bool(FLAG, &mut present)?;
-        if present {
-            let mut r = remote.unwrap_or_default();
-            let base = baseline.and_then(|b| b.remotes[i].as_ref());
-            entry(s, &(), &mut r, base)?;
-            *remote = Some(r);
-        } else {
-            *remote = None;
-        }
+        let base = baseline.and_then(|b| b.remotes[i].known());
+        sighting(s, &(), remote, base)?;
     }
     let mut count = v.cubes.len() as u32;
     s.count(COUNT, &mut count, MAX_CUBES as u32)?;
     if S::READING {
-        v.cubes = vec![ObjectState::default(); count as usize];
+        v.cubes = vec![Sighting::Hidden; count as usize];
     }
     for (i, cube) in v.cubes.iter_mut().enumerate() {
-        let base = baseline.and_then(|b| b.cubes.get(i));
-        entry(s, cube_config, cube, base)?;
+        let base = baseline
+            .and_then(|b| b.cubes.get(i))
+            .and_then(Sighting::known);
+        sighting(s, cube_config, cube, base)?;
     }
+    serialize_events(s, v.tick, &mut v.events)?;
+    Ok(())
+}
+
+/// Bits (bit-packed) one entity costs sent fresh against `baseline`, beyond what holding it costs: what a
+/// snapshot's byte budget is spent on.
+pub fn fresh_bits<T: DeltaState + Copy + Default>(
+    config: &T::Config,
+    value: &T,
+    baseline: Option<&T>,
+) -> u64 {
+    let mut fresh = physync_codec::MeasureStream::new();
+    let mut held = physync_codec::MeasureStream::new();
+    let sent = sighting(&mut fresh, config, &mut Sighting::Fresh(*value), baseline);
+    let kept = sighting(&mut held, config, &mut Sighting::Held(None), baseline);
+    match (sent, kept) {
+        (Ok(()), Ok(())) => fresh.bits_counted().saturating_sub(held.bits_counted()),
+        _ => u64::MAX / 4,
+    }
+}
+
+/// Bits (bit-packed) of `snapshot` coded against `baseline` as it stands.
+pub fn snapshot_bits(
+    cube_config: &StateConfig,
+    snapshot: &Snapshot,
+    baseline: Option<&Snapshot>,
+) -> Result<u64, WireError> {
+    let mut measure = physync_codec::MeasureStream::new();
+    let baseline = usable_baseline(snapshot, baseline);
+    serialize_body(&mut measure, cube_config, &mut snapshot.clone(), baseline)?;
+    Ok(measure.bits_counted())
+}
+
+fn sighting<S: Stream, T: DeltaState + Copy + Default>(
+    s: &mut S,
+    config: &T::Config,
+    value: &mut Sighting<T>,
+    baseline: Option<&T>,
+) -> Result<(), CodecError> {
+    let mut tag = match value {
+        Sighting::Hidden => 0,
+        Sighting::Fresh(_) => 1,
+        Sighting::Held(_) => 2,
+    };
+    s.int(SIGHT, &mut tag, 0, 2)?;
+    *value = match tag {
+        0 => Sighting::Hidden,
+        1 => {
+            let mut v = value.fresh().copied().unwrap_or_default();
+            entry(s, config, &mut v, baseline)?;
+            Sighting::Fresh(v)
+        }
+        _ => Sighting::Held(baseline.copied()),
+    };
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shooter_net::events::{EventKind, MAX_EVENT_AGE, MAX_EVENTS, ShotSeen};
     use physync_codec::bitpack::{BitReadStream, BitWriteStream};
 
     fn sample(tick: Tick, dx: i32) -> Snapshot {
@@ -459,7 +632,7 @@ mod tests {
         snap.local.state.vitals.health = 100;
         snap.local.state.weapon.ammo = 20;
         for i in [0usize, 1, 5, 9] {
-            snap.remotes[i] = Some(RemotePlayerSnap {
+            snap.remotes[i] = Sighting::Fresh(RemotePlayerSnap {
                 position: [i as i32 * 1000 + dx * 3, 0, 500 - dx],
                 yaw: (i * 1000) as u16,
                 pitch: -50,
@@ -467,7 +640,7 @@ mod tests {
                 score: ScoreLine::default(),
             });
         }
-        snap.cubes = vec![ObjectState::default(); 6];
+        snap.cubes = vec![Sighting::Fresh(ObjectState::default()); 6];
         snap
     }
 
@@ -530,7 +703,7 @@ mod tests {
         };
         snap.local_slot = PlayerId(0);
         for r in snap.remotes.iter_mut().skip(1) {
-            *r = Some(RemotePlayerSnap::of(&extreme, score));
+            *r = Sighting::Fresh(RemotePlayerSnap::of(&extreme, score));
         }
         let q = config.quant;
         let cube = ObjectState {
@@ -546,12 +719,69 @@ mod tests {
             authority_seq: u16::MAX,
             ownership_seq: u16::MAX,
         };
-        snap.cubes = vec![cube; MAX_CUBES];
+        snap.cubes = vec![Sighting::Fresh(cube); MAX_CUBES];
+        let shot = ShotSeen {
+            shooter: PlayerId(15),
+            origin: [-2048, 1791, 2047],
+            yaw: 4095,
+            pitch: -1000,
+            length: 1023,
+            hit: Some((PlayerId(14), true)),
+        };
+        snap.events = (0..MAX_EVENTS)
+            .map(|i| GameEvent {
+                id: (i * 7919) as u16,
+                tick: snap.tick - MAX_EVENT_AGE + i as u32 % 3,
+                kind: EventKind::Shot(shot),
+            })
+            .collect();
         let bytes = write_packet(PacketKind::Snapshot, 1, (0, 0), |s| {
-            write_snapshot(s, &config, &snap, None)
+            write_snapshot(s, &config, &snap, None).map(drop)
         })
         .unwrap();
         assert!(bytes.len() <= 1200, "{} bytes", bytes.len());
+        let smaller = encode_snapshot(1, &config, &snap, None, true).unwrap();
+        assert!(smaller.bytes.len() <= bytes.len());
+    }
+
+    #[test]
+    fn hidden_and_held_entities_and_events_survive_both_back_ends() {
+        let config = StateConfig::default();
+        let base = sample(100, 0);
+        let mut next = sample(104, 80);
+        next.remotes[1] = Sighting::Held(None);
+        next.remotes[5] = Sighting::Hidden;
+        next.cubes[2] = Sighting::Held(None);
+        next.events = vec![GameEvent {
+            id: 9,
+            tick: 103,
+            kind: EventKind::Kill {
+                killer: Some(PlayerId(1)),
+                victim: PlayerId(9),
+            },
+        }];
+        let encoded = encode_snapshot(104, &config, &next, Some(&base), true).unwrap();
+        let (bytes, sent) = (encoded.bytes, encoded.as_read);
+        assert_eq!(
+            sent.remotes[1],
+            Sighting::Held(base.remotes[1].known().copied()),
+            "held: the baseline's state"
+        );
+        assert_eq!(
+            sent.cubes[2],
+            Sighting::Held(base.cubes[2].known().copied())
+        );
+        let (sequence, read) =
+            decode_snapshot(&bytes, &config, |t| Some(&base).filter(|b| b.tick == t)).unwrap();
+        assert_eq!((sequence, &read), (104, &sent));
+        let mut w = BitWriteStream::new();
+        write_snapshot(&mut w, &config, &next, Some(&base)).unwrap();
+        let bits = w.finish();
+        let again = read_snapshot(&mut BitReadStream::new(&bits), &config, |t| {
+            Some(&base).filter(|b| b.tick == t)
+        })
+        .unwrap();
+        assert_eq!(again, sent);
     }
 
     #[test]

@@ -1,6 +1,9 @@
-//! Framing shared by every shooter datagram: the codec's 12-byte header (protocol id, version, packet type,
-//! sequence, ack, ack bits) followed by a bit-packed body, and the serialize helpers the bodies share.
+//! Framing shared by every shooter datagram: the codec's 12-byte header (protocol id, version, back end, packet
+//! type, sequence, ack, ack bits) followed by the body, and the serialize helpers the bodies share. Control and
+//! input messages are bit-packed; snapshots take whichever back end (bit-packing or the range coder) makes them
+//! smaller, and the header says which.
 
+use physync_codec::arith::{ArithReadStream, ArithWriteStream};
 use physync_codec::bitpack::{BitReadStream, BitWriteStream};
 use physync_codec::header::serialize_header;
 use physync_codec::stream::Ctx;
@@ -11,6 +14,8 @@ use crate::transport::MAX_DATAGRAM_PAYLOAD;
 
 /// Protocol id of the dedicated-server shooter ("SH"); datagrams of other protocols are rejected at the header.
 pub const PROTOCOL_ID: u16 = 0x5348;
+/// Bytes of the header before every body.
+pub const HEADER_BYTES: usize = physync_codec::header::HEADER_BYTES;
 
 /// What a datagram holds (the header's packet type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,6 +122,74 @@ pub fn read_packet(bytes: &[u8]) -> Result<Incoming<'_>, WireError> {
     let kind = PacketKind::from_u8(header.packet_type)
         .ok_or(WireError::UnknownKind(header.packet_type))?;
     Ok(Incoming { kind, header, body })
+}
+
+/// The body of a datagram in whichever back end its header names.
+pub enum Body<'a> {
+    /// Bit-packed.
+    Bits(BitReadStream<'a>),
+    /// Range-coded.
+    Arith(Box<ArithReadStream<'a>>),
+}
+
+/// A decoded header and the body in its back end.
+pub struct AnyIncoming<'a> {
+    /// The packet type.
+    pub kind: PacketKind,
+    /// Sequence, ack and ack bits.
+    pub header: PacketHeader,
+    /// The body.
+    pub body: Body<'a>,
+}
+
+/// Reads the header of a shooter datagram whose body may be in either back end (snapshots).
+pub fn read_any_packet(bytes: &[u8]) -> Result<AnyIncoming<'_>, WireError> {
+    if bytes.len() > MAX_DATAGRAM_PAYLOAD {
+        return Err(WireError::TooLarge(bytes.len()));
+    }
+    let head = bytes.get(..HEADER_BYTES).ok_or(CodecError::Truncated)?;
+    let mut header = PacketHeader::default();
+    let mut backend = Backend::Bitpack;
+    serialize_header(
+        &mut BitReadStream::new(head),
+        PROTOCOL_ID,
+        &mut header,
+        &mut backend,
+    )?;
+    let kind = PacketKind::from_u8(header.packet_type)
+        .ok_or(WireError::UnknownKind(header.packet_type))?;
+    let payload = &bytes[HEADER_BYTES..];
+    let body = match backend {
+        Backend::Bitpack => Body::Bits(BitReadStream::new(payload)),
+        Backend::Arith => Body::Arith(Box::new(ArithReadStream::new(payload)?)),
+    };
+    Ok(AnyIncoming { kind, header, body })
+}
+
+/// Writes a range-coded datagram: the (always bit-packed) header, then `body` through the range coder; fails if
+/// the result exceeds the MTU budget.
+pub fn write_arith_packet(
+    kind: PacketKind,
+    sequence: u16,
+    ack: (u16, u32),
+    body: impl FnOnce(&mut ArithWriteStream) -> Result<(), WireError>,
+) -> Result<Vec<u8>, WireError> {
+    let mut head = BitWriteStream::with_capacity(HEADER_BYTES);
+    let mut header = PacketHeader {
+        packet_type: kind as u8,
+        sequence,
+        ack: ack.0,
+        ack_bits: ack.1,
+    };
+    serialize_header(&mut head, PROTOCOL_ID, &mut header, &mut Backend::Arith)?;
+    let mut stream = ArithWriteStream::new();
+    body(&mut stream)?;
+    let mut bytes = head.finish();
+    bytes.extend_from_slice(&stream.finish());
+    if bytes.len() > MAX_DATAGRAM_PAYLOAD {
+        return Err(WireError::TooLarge(bytes.len()));
+    }
+    Ok(bytes)
 }
 
 /// Writes a datagram: header, then `body`; fails if the result exceeds the MTU budget.

@@ -39,6 +39,9 @@ struct Args {
     /// Seed of the network and the bots.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Bit-pack every snapshot instead of range-coding those it makes smaller.
+    #[arg(long)]
+    bitpack: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -65,6 +68,29 @@ struct Summary {
     server_ticks: u64,
     client_tick_adjustments: u64,
     hostile_dropped: u64,
+    /// Other players' shots the clients were told of (summed over clients).
+    remote_shots_seen: u64,
+    /// Cubes the server simulates.
+    cube_count_on_server: usize,
+    /// Cubes the client that knows the fewest knows of.
+    cube_count_on_client: usize,
+    /// The lower of the two shares below.
+    predicted_vs_server_hit_agreement: f64,
+    /// Share of the hits clients predicted for their own shots that the server judged hits on the same player.
+    predicted_hits_confirmed: f64,
+    /// Predicted hits of shots the server never resolved (their input came too late).
+    unjudged_predicted_hits: u64,
+    /// Predicted hits of shots fired after the server had killed the shooter (it learns a round trip later);
+    /// the server's word overrules them and they are left out of the shares.
+    overruled_predicted_hits: u64,
+    /// Share of the hits the server judged that the shooting client had predicted.
+    server_hits_predicted: f64,
+    /// Share of the snapshots sent range-coded (the rest were smaller bit-packed).
+    range_coded_share: f64,
+    /// Players and cubes the byte budget held back, per snapshot.
+    held_entities_per_snapshot: f64,
+    /// Events sent again for want of an acknowledgement, per event.
+    event_resends_per_event: f64,
 }
 
 fn main() {
@@ -85,6 +111,7 @@ fn main() {
         countdown: Duration::from_secs(1),
         time_limit: Duration::from_secs(args.seconds + 60),
         score_limit: 0,
+        range_coder: !args.bitpack,
         ..MatchConfig::default()
     };
     let (secret, match_id) = (config.secret, config.match_id);
@@ -149,7 +176,18 @@ fn main() {
     let seconds = end.as_secs_f64();
     let (mut down, mut up, mut mispredictions, mut max_correction) = (0.0, 0.0, 0u64, 0.0f32);
     let mut adjustments = 0;
+    let (mut remote_shots, mut predicted, mut judged, mut agreed) = (0, 0, 0, 0);
+    let (mut unjudged, mut overruled) = (0, 0);
+    let mut cube_count_on_client = usize::MAX;
     for c in &clients {
+        let s = c.client().stats();
+        remote_shots += s.remote_shots_seen;
+        predicted += s.predicted_hits;
+        judged += s.server_hits;
+        agreed += s.agreed_hits;
+        unjudged += s.unjudged_hits;
+        overruled += s.overruled_hits;
+        cube_count_on_client = cube_count_on_client.min(c.client().cube_count());
         let traffic = net.traffic(c.addr()).expect("client attached");
         down += traffic.bytes_received as f64 * 8.0 / 1000.0 / seconds;
         up += traffic.bytes_sent as f64 * 8.0 / 1000.0 / seconds;
@@ -171,6 +209,14 @@ fn main() {
         .filter_map(|s| server.score(PlayerId(s)))
         .map(|s| u64::from(s.kills))
         .sum();
+    let share = |part: u64, whole: u64| {
+        if whole == 0 {
+            1.0
+        } else {
+            part as f64 / whole as f64
+        }
+    };
+    let snapshots = stats.full_snapshots + stats.delta_snapshots;
     let summary = Summary {
         players,
         seconds: args.seconds,
@@ -192,6 +238,17 @@ fn main() {
         server_ticks: stats.ticks,
         client_tick_adjustments: adjustments,
         hostile_dropped: h.malformed + h.unknown_sender + h.bad_token + h.replayed,
+        remote_shots_seen: remote_shots,
+        cube_count_on_server: server.world().map().cubes.len(),
+        cube_count_on_client,
+        predicted_vs_server_hit_agreement: share(agreed, predicted).min(share(agreed, judged)),
+        predicted_hits_confirmed: share(agreed, predicted),
+        unjudged_predicted_hits: unjudged,
+        overruled_predicted_hits: overruled,
+        server_hits_predicted: share(agreed, judged),
+        range_coded_share: share(stats.range_coded_snapshots, snapshots),
+        held_entities_per_snapshot: stats.held_entities as f64 / snapshots.max(1) as f64,
+        event_resends_per_event: stats.event_resends as f64 / stats.events.max(1) as f64,
     };
     if args.json {
         println!("{}", serde_json::to_string(&summary).expect("serializable"));

@@ -3,7 +3,7 @@
 //! player with the shared simulation and reconciles it against the server, interpolates remote players, steers
 //! both jitter buffers by adding or skipping a tick, and predicts shots locally under client-local ids.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -15,16 +15,16 @@ use physync_engine::shooter::player::PlayerState;
 use physync_engine::shooter::prediction::PredictionStats;
 use physync_engine::shooter::ring::TickRing;
 use physync_engine::shooter::{
-    BufferKind, BufferMeter, ClientIdAllocator, ClientPredictor, EntityId, InputCommand,
-    InterpolationConfig, PlayerId, PlayerInput, PredictionConfig, ReconcileOutcome,
+    BufferKind, BufferMeter, ClientIdAllocator, ClientPredictor, CubePose, CubeTrack, EntityId,
+    InputCommand, InterpolationConfig, PlayerId, PlayerInput, PredictionConfig, ReconcileOutcome,
     RemoteInterpolator, RemoteSample, Tick, TickAdjust, ViewTime, WorldGeometry, predict_hit,
 };
 use physync_engine::shooter_net::messages::ConnectRequest;
-use physync_engine::shooter_net::snapshot::{MAX_BASELINE_AGE, MAX_SLOTS, read_snapshot};
-use physync_engine::shooter_net::wire::read_packet;
+use physync_engine::shooter_net::snapshot::{MAX_BASELINE_AGE, MAX_SLOTS, decode_snapshot};
+use physync_engine::shooter_net::wire::{read_any_packet, read_packet};
 use physync_engine::shooter_net::{
-    Accept, ConnectToken, MatchData, MatchDataAssembler, MatchPhase, MatchResults, Message,
-    PacketKind, RejectReason, Roster, ScoreLine, Snapshot, WireError,
+    Accept, ConnectToken, EventKind, MatchData, MatchDataAssembler, MatchPhase, MatchResults,
+    Message, PacketKind, RejectReason, Roster, ScoreLine, ShotSeen, Snapshot, WireError,
 };
 use physync_engine::transport::{Delivery, Transmit};
 
@@ -36,6 +36,9 @@ const MAX_CATCH_UP_TICKS: u32 = 5;
 const MAX_EXTRA_DELAY_TICKS: u32 = 6;
 /// How often a stale roster is asked for.
 const ROSTER_RETRY: Duration = Duration::from_millis(250);
+/// The latest server tick a snapshot may name (over two years at 30 Hz): the client's own tick arithmetic stays
+/// far from overflow whatever a hostile datagram says.
+const MAX_SERVER_TICK: Tick = Tick::MAX / 2;
 
 /// Settings of a shooter client.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,8 +49,12 @@ pub struct ClientConfig {
     pub token: ConnectToken,
     /// Interval between connect requests until accepted and loaded.
     pub connect_retry: Duration,
-    /// No datagram from the server for this long ends the session.
+    /// No datagram from the server for this long ends the session; a client that had been accepted then starts
+    /// a fresh one (see `reconnect_for`).
     pub timeout: Duration,
+    /// How long after the server fell silent an accepted client keeps reconnecting with fresh state before it
+    /// gives up (the server keeps a silent player's slot for its grace period, 15 s by default).
+    pub reconnect_for: Duration,
     /// Prediction history and tolerances.
     pub prediction: PredictionConfig,
     /// Remote-player interpolation (100 ms by default).
@@ -72,6 +79,7 @@ impl ClientConfig {
             token,
             connect_retry: Duration::from_millis(100),
             timeout: Duration::from_secs(3),
+            reconnect_for: Duration::from_secs(12),
             prediction: PredictionConfig::default(),
             interpolation: InterpolationConfig::default(),
             input_meter: BufferMeterConfig::default(),
@@ -129,13 +137,42 @@ pub enum ClientEvent {
     Shot(PredictedShot),
     /// The server confirmed hits by the local player (draw a hit marker).
     HitConfirmed(u16),
+    /// Another player fired (draw its tracer or muzzle flash); sent by the server, once per shot.
+    RemoteShot {
+        /// The server tick it was fired at.
+        tick: Tick,
+        /// The shot.
+        shot: ShotSeen,
+    },
+    /// A player died (the kill feed).
+    Kill(KillLine),
     /// The match ended with these results.
     Results(MatchResults),
     /// The server refused the connect.
     Rejected(RejectReason),
+    /// The server went silent: the session starts over with fresh state and connects again.
+    Reconnecting,
     /// The server went silent.
     TimedOut,
 }
+
+/// One line of the kill feed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KillLine {
+    /// The server tick of the kill.
+    pub tick: Tick,
+    /// The killer, if a shot killed.
+    pub killer: Option<PlayerId>,
+    /// Who died.
+    pub victim: PlayerId,
+}
+
+/// Lines the kill feed keeps.
+const KILL_FEED_LINES: usize = 6;
+/// Event ids remembered to drop the server's repeats.
+const SEEN_EVENT_IDS: usize = 1024;
+/// Ticks a predicted shot waits for the server's word before it counts as never confirmed.
+const SHOT_JUDGEMENT_TICKS: Tick = 90;
 
 /// Counters of a client session.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -158,6 +195,29 @@ pub struct ClientStats {
     pub shots_predicted: u64,
     /// Hits the server confirmed.
     pub hits_confirmed: u64,
+    /// Other players' shots the server reported (each once, however often it was resent).
+    pub remote_shots_seen: u64,
+    /// Kills the server reported (each once).
+    pub kills_seen: u64,
+    /// Shot and kill events that arrived again and were dropped.
+    pub repeated_events: u64,
+    /// Own shots the client predicted as hits, once judged by the server (or given up on).
+    pub predicted_hits: u64,
+    /// Own shots predicted as hits that the server never resolved (their input came too late or the weapon
+    /// state had diverged); counted in `predicted_hits` too.
+    pub unjudged_hits: u64,
+    /// Own shots predicted as hits after the server had already killed the local player (it learns of its
+    /// death a round trip late): the server's word overrules them, and they are not counted in
+    /// `predicted_hits`.
+    pub overruled_hits: u64,
+    /// Own shots the server judged hits.
+    pub server_hits: u64,
+    /// Own shots predicted as hits that the server judged hits on the same player.
+    pub agreed_hits: u64,
+    /// Sessions started over after the server fell silent.
+    pub reconnects: u64,
+    /// Snapshots refused because their tick lies beyond any match's length (a hostile or broken server).
+    pub impossible_ticks: u64,
     /// Smoothed round-trip time, seconds.
     pub rtt_s: f64,
     /// The predictor's counters (mispredictions, largest correction).
@@ -174,6 +234,7 @@ pub struct ShooterClient {
     accept: Option<Accept>,
     data: Option<MatchData>,
     geometry: Option<WorldGeometry>,
+    cubes: Vec<CubeTrack>,
     tick_duration: Duration,
     snapshots: VecDeque<Snapshot>,
     received: ReceivedPackets,
@@ -198,6 +259,13 @@ pub struct ShooterClient {
     roster_requested_at: Option<Duration>,
     results: Option<MatchResults>,
     hits: Option<u16>,
+    seen_events: VecDeque<u16>,
+    /// The newest snapshot tick that showed the local player alive, and the spans `(last alive, tick when the
+    /// client learned]` of its deaths.
+    last_alive: Option<Tick>,
+    deaths: VecDeque<(Tick, Tick)>,
+    own_shots: BTreeMap<Tick, Option<PlayerId>>,
+    kill_feed: VecDeque<KillLine>,
     match_phase: MatchPhase,
     phase_ticks_left: u16,
     stats: ClientStats,
@@ -229,6 +297,7 @@ impl ShooterClient {
             accept: None,
             data: None,
             geometry: None,
+            cubes: Vec::new(),
             tick_duration: Duration::from_millis(33),
             snapshots: VecDeque::with_capacity(HELD_SNAPSHOTS),
             received: ReceivedPackets::new(),
@@ -249,6 +318,11 @@ impl ShooterClient {
             roster_requested_at: None,
             results: None,
             hits: None,
+            seen_events: VecDeque::with_capacity(SEEN_EVENT_IDS),
+            last_alive: None,
+            deaths: VecDeque::new(),
+            own_shots: BTreeMap::new(),
+            kill_feed: VecDeque::with_capacity(KILL_FEED_LINES),
             match_phase: MatchPhase::Waiting,
             phase_ticks_left: 0,
             stats: ClientStats::default(),
@@ -305,6 +379,32 @@ impl ShooterClient {
         self.results.as_ref()
     }
 
+    /// Cubes the client knows of (every cube of the map once the match data is loaded).
+    pub fn cube_count(&self) -> usize {
+        self.cubes.iter().filter(|t| t.latest().is_some()).count()
+    }
+
+    /// Every cube's interpolated pose at `now` (the same render time as remote players), in map order.
+    pub fn cube_poses(&self, now: Duration) -> Vec<CubePose> {
+        match (self.render_ticks(now), self.geometry.as_ref()) {
+            (Some(render), Some(geometry)) => self.cube_poses_at(render, geometry.initial_cubes()),
+            _ => Vec::new(),
+        }
+    }
+
+    fn cube_poses_at(&self, ticks: f64, initial: &[CubePose]) -> Vec<CubePose> {
+        self.cubes
+            .iter()
+            .zip(initial)
+            .map(|(t, i)| t.pose_at(ticks).unwrap_or(*i))
+            .collect()
+    }
+
+    /// The latest kills, oldest first.
+    pub fn kill_feed(&self) -> impl Iterator<Item = &KillLine> {
+        self.kill_feed.iter()
+    }
+
     /// Every player's score as last reported (the local one included).
     pub fn scores(&self) -> Vec<(PlayerId, ScoreLine)> {
         let Some(s) = self.snapshots.back() else {
@@ -314,7 +414,7 @@ impl ShooterClient {
             .remotes
             .iter()
             .enumerate()
-            .filter_map(|(i, r)| r.map(|r| (PlayerId(i as u8), r.score)))
+            .filter_map(|(i, r)| r.known().map(|r| (PlayerId(i as u8), r.score)))
             .collect();
         out.push((s.local_slot, s.local.score));
         out.sort_by_key(|(p, _)| *p);
@@ -326,7 +426,7 @@ impl ShooterClient {
         let mut s = self.stats;
         s.rtt_s = self.rtt.map_or(0.0, |r| r.as_secs_f64());
         if let Some(p) = &self.predictor {
-            s.prediction = p.stats();
+            s.prediction.absorb(&p.stats());
         }
         s
     }
@@ -358,18 +458,21 @@ impl ShooterClient {
 
     /// Every remote player's interpolated pose at `now`.
     pub fn remote_poses(&self, now: Duration) -> Vec<(PlayerId, InterpolatedPose)> {
-        let Some(render) = self.render_ticks(now) else {
+        match self.render_ticks(now) {
+            Some(render) => self.remote_poses_at(render),
+            None => Vec::new(),
+        }
+    }
+
+    /// Every remote player the latest snapshot shows, at `render` (fractional server ticks).
+    fn remote_poses_at(&self, render: f64) -> Vec<(PlayerId, InterpolatedPose)> {
+        let Some(latest) = self.snapshots.back() else {
             return Vec::new();
         };
-        let present = self
-            .snapshots
-            .back()
-            .map(|s| s.remotes)
-            .unwrap_or([None; MAX_SLOTS]);
         self.remotes
             .iter()
             .enumerate()
-            .filter(|(i, _)| present[*i].is_some())
+            .filter(|(i, _)| latest.remotes[*i].is_seen())
             .filter_map(|(i, r)| Some((PlayerId(i as u8), r.as_ref()?.sample_at(render)?)))
             .collect()
     }
@@ -422,27 +525,29 @@ impl ShooterClient {
         if matches!(self.phase, ClientPhase::Rejected(_) | ClientPhase::TimedOut) {
             return;
         }
-        let Ok(incoming) = read_packet(bytes) else {
+        let Ok(any) = read_any_packet(bytes) else {
             self.stats.malformed += 1;
             return;
         };
         self.last_heard = now;
-        if incoming.kind == PacketKind::Snapshot {
-            let sequence = incoming.header.sequence;
-            let mut body = incoming.body;
+        if any.kind == PacketKind::Snapshot {
             let cubes = self.config.cubes;
             let held = &self.snapshots;
-            match read_snapshot(&mut body, &cubes, |t| held.iter().find(|s| s.tick == t)) {
-                Ok(s) if body.bits_left() < 8 => {
+            match decode_snapshot(bytes, &cubes, |t| held.iter().find(|s| s.tick == t)) {
+                Ok((_, s)) if s.tick > MAX_SERVER_TICK => self.stats.impossible_ticks += 1,
+                Ok((sequence, s)) => {
                     self.received.record(sequence);
                     self.handle_snapshot(now, s);
                 }
-                Ok(_) => self.stats.malformed += 1,
                 Err(WireError::MissingBaseline(_)) => self.stats.missing_baseline += 1,
                 Err(_) => self.stats.malformed += 1,
             }
             return;
         }
+        let Ok(incoming) = read_packet(bytes) else {
+            self.stats.malformed += 1;
+            return;
+        };
         match Message::decode(incoming) {
             Ok(Message::Accept(a)) => self.handle_accept(now, a),
             Ok(Message::MatchDataChunk(c)) => {
@@ -502,6 +607,12 @@ impl ShooterClient {
             Ok(data) => {
                 self.tick_duration = data.rules.tick_duration();
                 self.geometry = Some(WorldGeometry::new(&data.map));
+                self.cubes = data
+                    .map
+                    .cubes
+                    .iter()
+                    .map(|_| CubeTrack::new(HELD_SNAPSHOTS))
+                    .collect();
                 let hz = data.rules.tick_rate_hz;
                 for r in self.remotes.iter_mut() {
                     *r = Some(RemoteInterpolator::new(
@@ -527,8 +638,14 @@ impl ShooterClient {
             self.stats.malformed += 1;
             return;
         }
+        self.take_events(&snapshot);
+        for (track, cube) in self.cubes.iter_mut().zip(&snapshot.cubes) {
+            if let Some(cube) = cube.fresh() {
+                track.push(tick, cube.body, &self.config.cubes.quant);
+            }
+        }
         for (i, remote) in snapshot.remotes.iter().enumerate() {
-            if let (Some(r), Some(interp)) = (remote, self.remotes[i].as_mut()) {
+            if let (Some(r), Some(interp)) = (remote.fresh(), self.remotes[i].as_mut()) {
                 interp.push(
                     tick,
                     RemoteSample {
@@ -585,7 +702,7 @@ impl ShooterClient {
         if self.data.is_none() {
             return;
         }
-        let Some(geometry) = self.geometry.as_ref() else {
+        let Some(geometry) = self.geometry.as_mut() else {
             return;
         };
         let Some(rules) = self.data.as_ref().map(|d| d.rules.clone()) else {
@@ -607,14 +724,91 @@ impl ShooterClient {
                 let outcome = p.reconcile(tick, &snapshot.local.state, geometry, &rules);
                 if behind || outcome == ReconcileOutcome::Resynchronised {
                     if outcome != ReconcileOutcome::Resynchronised {
-                        *p = ClientPredictor::new(
-                            self.config.prediction.clone(),
-                            tick,
-                            snapshot.local.state,
-                        );
+                        p.restart(tick, snapshot.local.state);
                     }
                     self.lead_up(now, tick);
                 }
+            }
+        }
+    }
+
+    /// Takes the shot and kill events of a snapshot (any snapshot, however late: events are reliable), each
+    /// once: other players' shots and kills become application events; the client's own shots are matched to
+    /// its predictions by tick (how often a predicted hit was the server's hit too).
+    fn take_events(&mut self, snapshot: &Snapshot) {
+        let me = snapshot.local_slot;
+        if snapshot.local.state.alive() {
+            self.last_alive = self.last_alive.max(Some(snapshot.tick));
+        } else if let Some(alive) = self.last_alive
+            && alive < snapshot.tick
+            && self.deaths.back().is_none_or(|(a, _)| *a != alive)
+        {
+            if self.deaths.len() == 8 {
+                self.deaths.pop_front();
+            }
+            // Shots predicted up to the client's own tick now were predicted before it knew.
+            let learned = self.tick().unwrap_or(snapshot.tick).max(snapshot.tick);
+            self.deaths.push_back((alive, learned));
+        }
+        for event in &snapshot.events {
+            if self.seen_events.contains(&event.id) {
+                self.stats.repeated_events += 1;
+                continue;
+            }
+            if self.seen_events.len() == SEEN_EVENT_IDS {
+                self.seen_events.pop_front();
+            }
+            self.seen_events.push_back(event.id);
+            match event.kind {
+                EventKind::Shot(shot) if shot.shooter == me => {
+                    let server_hit = shot.hit.map(|(victim, _)| victim);
+                    let predicted = self.own_shots.remove(&event.tick).flatten();
+                    self.stats.predicted_hits += u64::from(predicted.is_some());
+                    self.stats.server_hits += u64::from(server_hit.is_some());
+                    self.stats.agreed_hits +=
+                        u64::from(predicted.is_some() && predicted == server_hit);
+                }
+                EventKind::Shot(shot) => {
+                    self.stats.remote_shots_seen += 1;
+                    self.events.push_back(ClientEvent::RemoteShot {
+                        tick: event.tick,
+                        shot,
+                    });
+                }
+                EventKind::Kill { killer, victim } => {
+                    let line = KillLine {
+                        tick: event.tick,
+                        killer,
+                        victim,
+                    };
+                    self.stats.kills_seen += 1;
+                    if self.kill_feed.len() == KILL_FEED_LINES {
+                        self.kill_feed.pop_front();
+                    }
+                    self.kill_feed.push_back(line);
+                    self.events.push_back(ClientEvent::Kill(line));
+                }
+            }
+        }
+        // Predicted shots the server never judged (their input was lost): a predicted hit nobody confirmed.
+        let horizon = snapshot.tick.saturating_sub(SHOT_JUDGEMENT_TICKS);
+        while let Some(entry) = self.own_shots.first_entry() {
+            if *entry.key() >= horizon {
+                break;
+            }
+            let (tick, predicted) = entry.remove_entry();
+            if predicted.is_none() {
+                continue;
+            }
+            let dead = self
+                .deaths
+                .iter()
+                .any(|(a, d)| (*a + 1..=*d).contains(&tick));
+            if dead {
+                self.stats.overruled_hits += 1;
+            } else {
+                self.stats.predicted_hits += 1;
+                self.stats.unjudged_hits += 1;
             }
         }
     }
@@ -626,10 +820,16 @@ impl ShooterClient {
         self.stats.realignments += 1;
         let rtt = self.rtt.unwrap_or(Duration::from_millis(100));
         let rtt_ticks = (rtt.as_secs_f64() / self.tick_duration.as_secs_f64()).ceil() as u32;
-        let target = server_tick + rtt_ticks + self.config.input_buffer_ticks;
+        let target = server_tick
+            .saturating_add(rtt_ticks)
+            .saturating_add(self.config.input_buffer_ticks);
+        let cubes = match self.geometry.as_ref() {
+            Some(g) => self.cube_poses_at(f64::from(server_tick), g.initial_cubes()),
+            None => Vec::new(),
+        };
         let (Some(p), Some(geometry), Some(data)) = (
             self.predictor.as_mut(),
-            self.geometry.as_ref(),
+            self.geometry.as_mut(),
             self.data.as_ref(),
         ) else {
             return;
@@ -641,7 +841,7 @@ impl ShooterClient {
                 pitch: s.motion.pitch,
                 ..PlayerInput::default()
             };
-            p.predict(neutral, geometry, &data.rules);
+            p.predict(neutral, cubes.clone(), geometry, &data.rules);
             self.views.insert(p.tick(), ViewTime::at(server_tick));
         }
         self.next_tick_at = now + self.tick_duration;
@@ -675,10 +875,18 @@ impl ShooterClient {
             }
             ClientPhase::Playing => {}
         }
-        if now.saturating_sub(self.last_heard) > self.config.timeout {
-            self.phase = ClientPhase::TimedOut;
-            self.events.push_back(ClientEvent::TimedOut);
-            return;
+        let silence = now.saturating_sub(self.last_heard);
+        if silence > self.config.timeout {
+            let accepted = self.accept.is_some();
+            if accepted && silence <= self.config.timeout + self.config.reconnect_for {
+                self.start_over(now);
+            } else if !accepted && self.stats.reconnects == 0
+                || silence > self.config.timeout + self.config.reconnect_for
+            {
+                self.phase = ClientPhase::TimedOut;
+                self.events.push_back(ClientEvent::TimedOut);
+                return;
+            }
         }
         if self.phase != ClientPhase::Playing {
             self.next_tick_at = self.next_tick_at.max(now);
@@ -708,6 +916,19 @@ impl ShooterClient {
         }
     }
 
+    /// Starts a fresh session after the server fell silent: every per-session state (slot, static data,
+    /// snapshots, acks, prediction, sequence numbers) is dropped and the client connects again from `now`, as a
+    /// restarted client would; the counters and the time the server was last heard from carry over.
+    fn start_over(&mut self, now: Duration) {
+        let mut fresh = ShooterClient::new(self.config.clone(), now);
+        fresh.stats = self.stats();
+        fresh.stats.reconnects += 1;
+        fresh.last_heard = self.last_heard;
+        fresh.events = std::mem::take(&mut self.events);
+        fresh.events.push_back(ClientEvent::Reconnecting);
+        *self = fresh;
+    }
+
     fn steer_state_buffer(&mut self, now: Duration) {
         let Some(render) = self.render_ticks(now) else {
             return;
@@ -732,8 +953,14 @@ impl ShooterClient {
 
     fn client_tick(&mut self, now: Duration) {
         let view = ViewTime::from_ticks(self.render_ticks(now).unwrap_or(0.0));
+        // Other players and the cubes exactly as at the view time the input names: the server meets the input
+        // with the same poses.
+        let cubes = match self.geometry.as_ref() {
+            Some(g) => self.cube_poses_at(view.as_ticks(), g.initial_cubes()),
+            None => Vec::new(),
+        };
         let targets: Vec<TargetPose> = self
-            .remote_poses(now)
+            .remote_poses_at(view.as_ticks())
             .into_iter()
             .map(|(player, pose)| TargetPose {
                 player,
@@ -744,12 +971,12 @@ impl ShooterClient {
         let slot = self.slot().unwrap_or_default();
         let (Some(p), Some(geometry), Some(data)) = (
             self.predictor.as_mut(),
-            self.geometry.as_ref(),
+            self.geometry.as_mut(),
             self.data.as_ref(),
         ) else {
             return;
         };
-        let shot = p.predict(self.input, geometry, &data.rules);
+        let shot = p.predict(self.input, cubes, geometry, &data.rules);
         let tick = p.tick();
         self.views.insert(tick, view);
         if let Some(ray) = shot {
@@ -761,6 +988,7 @@ impl ShooterClient {
                 predicted_hit,
             };
             self.stats.shots_predicted += 1;
+            self.own_shots.insert(tick, predicted_hit.map(|h| h.player));
             self.events.push_back(ClientEvent::Shot(shot));
         }
         let commands: Vec<InputCommand> = (0..=self.config.redundancy as u32)
@@ -793,7 +1021,12 @@ impl ShooterClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use physync_engine::shooter_net::wire::read_packet;
+    use nalgebra::Point3;
+    use physync_engine::shooter::{ArenaMap, GameRules};
+    use physync_engine::shooter_net::LocalPlayerSnap;
+    use physync_engine::shooter_net::match_data::{chunks, data_hash};
+    use physync_engine::shooter_net::snapshot::write_snapshot;
+    use physync_engine::shooter_net::wire::{read_packet, write_packet};
 
     fn client() -> ShooterClient {
         let token = ConnectToken::issue(&[3; 16], 1, "me", 1000);
@@ -801,6 +1034,104 @@ mod tests {
             ClientConfig::new("10.0.0.1:40000".parse().unwrap(), token),
             Duration::ZERO,
         )
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// A client accepted into slot 0 with the standard match data loaded, as a server would leave it.
+    fn loaded_client() -> ShooterClient {
+        let mut c = client();
+        c.handle_timeout(Duration::ZERO);
+        while c.poll_transmit().is_some() {}
+        let data = MatchData {
+            match_id: 1,
+            rules: GameRules::default(),
+            map: ArenaMap::standard(),
+            max_players: 4,
+            min_players: 1,
+            countdown_s: 1,
+            time_limit_s: 60,
+            score_limit: 0,
+            weapons: vec!["rifle".into()],
+        };
+        let bytes = data.to_bytes().unwrap();
+        let parts = chunks(&bytes);
+        let accept = Accept {
+            slot: 0,
+            server_tick: 100,
+            chunk_count: parts.len() as u8,
+            data_len: bytes.len() as u32,
+            data_hash: data_hash(&bytes),
+        };
+        let server = c.config.server;
+        c.handle_datagram(
+            ms(50),
+            server,
+            &Message::Accept(accept).encode(1, (0, 0)).unwrap(),
+        );
+        for part in parts {
+            let datagram = Message::MatchDataChunk(part).encode(2, (0, 0)).unwrap();
+            c.handle_datagram(ms(50), server, &datagram);
+        }
+        assert!(c.match_data().is_some());
+        c
+    }
+
+    fn snapshot_datagram(tick: Tick, state: PlayerState) -> Vec<u8> {
+        let snapshot = Snapshot {
+            tick,
+            phase: MatchPhase::Live,
+            local_slot: PlayerId(0),
+            local: LocalPlayerSnap {
+                state,
+                ..LocalPlayerSnap::default()
+            },
+            ..Snapshot::default()
+        };
+        write_packet(PacketKind::Snapshot, tick as u16, (0, 0), |s| {
+            write_snapshot(s, &StateConfig::default(), &snapshot, None).map(drop)
+        })
+        .unwrap()
+    }
+
+    fn spawn() -> PlayerState {
+        PlayerState::spawned(&GameRules::default(), &Point3::new(0.0, 0.0, -8.0), 0)
+    }
+
+    #[test]
+    fn a_snapshot_from_the_end_of_time_is_refused_not_a_panic() {
+        let mut c = loaded_client();
+        let server = c.config.server;
+        for tick in [Tick::MAX, Tick::MAX - 1, MAX_SERVER_TICK + 1] {
+            c.handle_datagram(ms(60), server, &snapshot_datagram(tick, spawn()));
+            c.handle_timeout(ms(60));
+        }
+        assert_eq!(c.stats().impossible_ticks, 3);
+        assert_eq!(c.phase(), ClientPhase::Loading);
+        c.handle_datagram(ms(70), server, &snapshot_datagram(100, spawn()));
+        assert_eq!(c.phase(), ClientPhase::Playing);
+    }
+
+    #[test]
+    fn prediction_counters_survive_a_realignment() {
+        let mut c = loaded_client();
+        let server = c.config.server;
+        c.handle_datagram(ms(60), server, &snapshot_datagram(100, spawn()));
+        assert_eq!(c.phase(), ClientPhase::Playing);
+        assert!(c.tick().unwrap() > 101);
+        // The server has the player a metre away at tick 101: a misprediction.
+        let mut moved = spawn();
+        moved.motion.position[0] += 512;
+        c.handle_datagram(ms(70), server, &snapshot_datagram(101, moved));
+        assert_eq!(c.stats().prediction.mispredictions, 1);
+        // A snapshot of the client's own tick: the client has fallen behind and re-aligns its clock.
+        let own = c.tick().unwrap();
+        let state = *c.local_state().unwrap();
+        c.handle_datagram(ms(80), server, &snapshot_datagram(own, state));
+        assert_eq!(c.stats().realignments, 2);
+        assert_eq!(c.stats().prediction.mispredictions, 1);
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //!
 //! Typical use (a viewer): create the client with a [`ClientConfig`], feed it datagrams and time, call
 //! [`ShooterClient::set_input`] each frame from mouse and keys, render [`ShooterClient::local_state`] first
-//! person and [`ShooterClient::remote_poses`] for everyone else, draw [`ClientEvent::Shot`] tracers and a hit
-//! marker on [`ClientEvent::HitConfirmed`], and a scoreboard from [`ShooterClient::scores`] and
-//! [`ShooterClient::roster`].
+//! person, [`ShooterClient::remote_poses`] for everyone else and [`ShooterClient::cube_poses`] for the physics
+//! cubes, draw [`ClientEvent::Shot`] tracers for the local player's shots and [`ClientEvent::RemoteShot`] ones
+//! for everyone else's, a hit marker on [`ClientEvent::HitConfirmed`] (the server's word), a kill feed from
+//! [`ShooterClient::kill_feed`], and a scoreboard from [`ShooterClient::scores`] and [`ShooterClient::roster`].
 
 pub mod bot;
 pub mod cli;
@@ -16,7 +17,7 @@ pub mod sim;
 pub use bot::{Bot, BotConfig};
 pub use cli::DedicatedArgs;
 pub use client::{
-    ClientConfig, ClientEvent, ClientPhase, ClientStats, PredictedShot, ShooterClient,
+    ClientConfig, ClientEvent, ClientPhase, ClientStats, KillLine, PredictedShot, ShooterClient,
 };
 pub use driver::run;
 pub use sim::MemoryClient;

@@ -39,6 +39,12 @@ pub struct MatchConfig {
     pub input: InputBufferConfig,
     /// Quantization and prediction of the physics cubes on the wire.
     pub cubes: StateConfig,
+    /// Most bytes of one snapshot datagram: past it, the players and cubes of lowest accumulated priority wait
+    /// for a later snapshot (the local player and the events always go). 600 bytes at 30 Hz is 144 kbps.
+    pub snapshot_budget_bytes: usize,
+    /// Range-code each snapshot when that makes it smaller (else always bit-pack). The range coder saves bytes
+    /// and costs server time: see the README's shooter-match figures.
+    pub range_coder: bool,
 }
 
 impl Default for MatchConfig {
@@ -59,6 +65,8 @@ impl Default for MatchConfig {
             results_linger: Duration::from_secs(2),
             input: InputBufferConfig::default(),
             cubes: StateConfig::default(),
+            snapshot_budget_bytes: 600,
+            range_coder: true,
         }
     }
 }

@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod config;
 pub mod driver;
+pub mod interest;
 pub mod server;
 pub mod sim;
 #[cfg(test)]

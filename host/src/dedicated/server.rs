@@ -6,26 +6,32 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use physync_codec::ObjectState;
+use nalgebra::Point3;
 use physync_codec::header::acked_sequences;
-use physync_codec::seq_newer;
+use physync_codec::{Backend, ObjectState, PriorityAccumulator, StateConfig, seq_newer};
 use physync_engine::shooter::input::{InputCommand, PlayerInput};
 use physync_engine::shooter::input_buffer::InputBufferStats;
 use physync_engine::shooter::lagcomp::RewindError;
+use physync_engine::shooter::player::PlayerState;
 use physync_engine::shooter::ring::TickRing;
-use physync_engine::shooter::world::WorldConfig;
+use physync_engine::shooter::world::{Entity, HeldStates, TickEvents, WorldConfig};
 use physync_engine::shooter::{InputBuffer, PlayerId, ShooterWorld, Tick};
+use physync_engine::shooter_net::events::{MAX_EVENT_AGE, MAX_EVENTS};
 use physync_engine::shooter_net::match_data::{chunks, data_hash};
 use physync_engine::shooter_net::messages::{ConnectRequest, MatchDataChunk};
-use physync_engine::shooter_net::snapshot::{MAX_BASELINE_AGE, MAX_SLOTS, write_snapshot};
-use physync_engine::shooter_net::wire::{read_packet, write_packet};
+use physync_engine::shooter_net::snapshot::{
+    MAX_BASELINE_AGE, MAX_SLOTS, encode_snapshot, fresh_bits, snapshot_bits,
+};
+use physync_engine::shooter_net::wire::{HEADER_BYTES, read_packet};
 use physync_engine::shooter_net::{
-    Accept, LocalPlayerSnap, MatchData, MatchPhase, MatchResults, Message, PacketKind,
-    RejectReason, RemotePlayerSnap, Roster, ScoreLine, Snapshot, WireError,
+    Accept, EventKind, GameEvent, LocalPlayerSnap, MatchData, MatchPhase, MatchResults, Message,
+    PacketKind, RejectReason, RemotePlayerSnap, Roster, ScoreLine, ShotSeen, Sighting, Snapshot,
+    WireError,
 };
 use physync_engine::transport::{Delivery, Transmit};
 
 use super::config::MatchConfig;
+use super::interest::{self, SIGHT_GRACE_TICKS, Visibility};
 
 /// Snapshots remembered per client as possible baselines.
 const SENT_SNAPSHOTS: usize = MAX_BASELINE_AGE as usize + 1;
@@ -33,6 +39,10 @@ const SENT_SNAPSHOTS: usize = MAX_BASELINE_AGE as usize + 1;
 const RESULTS_EVERY_TICKS: Tick = 10;
 /// Most ticks one `handle_timeout` catches up after a stalled driver; further lost time is skipped.
 const MAX_CATCH_UP_TICKS: u32 = 5;
+/// Ticks between two line-of-sight checks (players stay relevant for a grace period after leaving sight).
+const VISIBILITY_EVERY_TICKS: Tick = 3;
+/// Most unacknowledged events kept per client (the oldest give way).
+const MAX_PENDING_EVENTS: usize = 96;
 
 /// Hostile or broken input the server counted and dropped (or clamped). None of it stops the match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -87,6 +97,16 @@ pub struct ServerStats {
     pub timeouts: u64,
     /// Reconnects into a kept slot.
     pub reconnects: u64,
+    /// Snapshots that could not be encoded (and were not sent); logged as warnings. Zero in a healthy match.
+    pub snapshot_errors: u64,
+    /// Snapshots the range coder made smaller than bit-packing (sent range-coded).
+    pub range_coded_snapshots: u64,
+    /// Players and cubes held back from a snapshot by its byte budget.
+    pub held_entities: u64,
+    /// Shots and kills resolved (each goes to every client it concerns).
+    pub events: u64,
+    /// Events sent again because no snapshot carrying them was acknowledged in time.
+    pub event_resends: u64,
 }
 
 /// Something that happened in the match, for the driver's log.
@@ -120,6 +140,16 @@ struct Client {
     last_input_tick: Tick,
     sent: TickRing<Snapshot>,
     acked: Option<Tick>,
+    /// The ack fields of the input packet that carried each tick's input first: which snapshots the client had
+    /// received when it gave that input.
+    acks_at_input: TickRing<(u16, u32)>,
+    /// Round trip in ticks, smoothed: when an unacknowledged event is due again.
+    rtt_ticks: f32,
+    priority: PriorityAccumulator,
+    /// When this client last had each other player in sight.
+    last_seen: [Option<Tick>; MAX_SLOTS],
+    /// Events for this client not yet acknowledged, oldest first, with the tick each was last sent at.
+    pending: VecDeque<(GameEvent, Option<Tick>)>,
     score: ScoreLine,
     hits: u16,
 }
@@ -146,6 +176,9 @@ pub struct DedicatedServer {
     hostile: HostileCounters,
     stats: ServerStats,
     control_seq: u16,
+    next_event_id: u16,
+    /// Who saw whom at the last sight check.
+    visibility: Option<Visibility>,
 }
 
 impl std::fmt::Debug for DedicatedServer {
@@ -201,6 +234,7 @@ impl DedicatedServer {
             WorldConfig {
                 max_players: usize::from(config.max_players),
                 max_rewind: config.max_rewind,
+                cube_quant: config.cubes.quant,
             },
             config.map.clone(),
         );
@@ -224,6 +258,8 @@ impl DedicatedServer {
             hostile: HostileCounters::default(),
             stats: ServerStats::default(),
             control_seq: 0,
+            next_event_id: 0,
+            visibility: None,
         })
     }
 
@@ -286,13 +322,26 @@ impl DedicatedServer {
     /// state as the benchmark reports it.
     pub fn full_snapshot_bytes(&self, slot: PlayerId) -> Option<usize> {
         let c = self.clients.get(&slot)?;
-        let snapshot = c.sent.get(self.world.tick())?;
-        let cubes = self.config.cubes;
-        write_packet(PacketKind::Snapshot, snapshot.tick as u16, (0, 0), |s| {
-            write_snapshot(s, &cubes, snapshot, None)
-        })
+        let mut snapshot = c.sent.get(self.world.tick())?.clone();
+        for r in snapshot.remotes.iter_mut() {
+            if let Some(v) = r.known().copied() {
+                *r = Sighting::Fresh(v);
+            }
+        }
+        for cube in snapshot.cubes.iter_mut() {
+            if let Some(v) = cube.known().copied() {
+                *cube = Sighting::Fresh(v);
+            }
+        }
+        encode_snapshot(
+            snapshot.tick as u16,
+            &self.config.cubes,
+            &snapshot,
+            None,
+            self.config.range_coder,
+        )
         .ok()
-        .map(|b| b.len())
+        .map(|e| e.bytes.len())
     }
 
     /// The next datagram to send.
@@ -404,6 +453,11 @@ impl DedicatedServer {
                 self.hostile.bad_token += 1;
                 return;
             }
+            if self.clients[&slot].last_input_seq.is_some() {
+                // A client that already played asks again from the same address: it restarted (or started over
+                // after losing the server), so its sequence numbers and baselines start afresh too.
+                self.reclaim(now, from, slot);
+            }
             slot
         } else if let Some((&slot, _)) = self
             .clients
@@ -458,6 +512,11 @@ impl DedicatedServer {
             last_input_tick: 0,
             sent: TickRing::new(SENT_SNAPSHOTS),
             acked: None,
+            acks_at_input: TickRing::new(SENT_SNAPSHOTS),
+            rtt_ticks: 6.0,
+            priority: interest::accumulator(),
+            last_seen: [None; MAX_SLOTS],
+            pending: VecDeque::new(),
             score: ScoreLine::default(),
             hits: 0,
         }
@@ -545,19 +604,33 @@ impl DedicatedServer {
         c.last_heard = now;
         let next = c.input.next_tick();
         let reach = self.config.input.max_ahead;
-        self.hostile.far_behind_inputs +=
-            commands.iter().filter(|k| k.tick + reach < next).count() as u64;
+        self.hostile.far_behind_inputs += commands
+            .iter()
+            .filter(|k| k.tick.saturating_add(reach) < next)
+            .count() as u64;
         c.input.receive(commands);
         if let Some(newest) = commands.first() {
             c.last_input_tick = c.last_input_tick.max(newest.tick);
+            if !c.acks_at_input.contains(newest.tick) {
+                c.acks_at_input.insert(newest.tick, (ack, ack_bits));
+            }
         }
         for seq in acked_sequences(ack, ack_bits) {
             let back = (tick as u16).wrapping_sub(seq);
             let Some(acked_tick) = tick.checked_sub(u32::from(back)) else {
                 continue;
             };
-            if c.sent.contains(acked_tick) && c.acked.is_none_or(|a| acked_tick > a) {
+            let Some(snapshot) = c.sent.get(acked_tick) else {
+                continue;
+            };
+            if !snapshot.events.is_empty() {
+                c.pending
+                    .retain(|(e, _)| !snapshot.events.iter().any(|s| s.id == e.id));
+            }
+            if c.acked.is_none_or(|a| acked_tick > a) {
                 c.acked = Some(acked_tick);
+                let rtt = (tick - acked_tick) as f32;
+                c.rtt_ticks += (rtt - c.rtt_ticks) * 0.2;
             }
         }
         let stats = c.input.stats();
@@ -647,7 +720,10 @@ impl DedicatedServer {
     fn tick(&mut self, now: Duration) {
         self.expire_clients(now);
         let commands = self.commands();
-        let events = self.world.step(&commands);
+        let held = ClientsHeld {
+            clients: &self.clients,
+        };
+        let events = self.world.step_held(&commands, &held);
         let tick = self.world.tick();
         self.stats.ticks += 1;
         for shot in &events.shots {
@@ -667,7 +743,7 @@ impl DedicatedServer {
         }
         if self.phase == MatchPhase::Live {
             for kill in &events.kills {
-                if let Some(c) = self.clients.get_mut(&kill.killer) {
+                if let Some(c) = kill.killer.and_then(|k| self.clients.get_mut(&k)) {
                     c.score.kills = c.score.kills.saturating_add(1);
                 }
                 if let Some(c) = self.clients.get_mut(&kill.victim) {
@@ -676,7 +752,8 @@ impl DedicatedServer {
             }
         }
         self.advance_lifecycle(tick);
-        self.send_snapshots(tick);
+        let news = self.game_events(&events);
+        self.send_snapshots(tick, &news);
         if self.phase == MatchPhase::Ended {
             let since = tick - self.phase_started;
             if since.is_multiple_of(RESULTS_EVERY_TICKS)
@@ -755,34 +832,169 @@ impl DedicatedServer {
         MatchResults { scores, winner }
     }
 
-    fn send_snapshots(&mut self, tick: Tick) {
+    /// The tick's shots and kills as wire events, each with a fresh id, and who is involved (shooter, victim).
+    fn game_events(&mut self, events: &TickEvents) -> Vec<Involved> {
+        let mut out = Vec::with_capacity(events.shots.len() + events.kills.len());
+        for shot in &events.shots {
+            let length = shot
+                .hit
+                .map(|h| h.distance)
+                .or(shot.blocked_at)
+                .unwrap_or(shot.ray.range)
+                .min(shot.ray.range);
+            let seen = ShotSeen::new(
+                shot.shooter,
+                &shot.ray,
+                length,
+                shot.hit.map(|h| (h.player, h.zone)),
+            );
+            self.next_event_id = self.next_event_id.wrapping_add(1);
+            out.push(Involved {
+                event: GameEvent {
+                    id: self.next_event_id,
+                    tick: events.tick,
+                    kind: EventKind::Shot(seen),
+                },
+                actor: Some(shot.shooter),
+                victim: shot.hit.map(|h| h.player),
+            });
+        }
+        for kill in &events.kills {
+            self.next_event_id = self.next_event_id.wrapping_add(1);
+            out.push(Involved {
+                event: GameEvent {
+                    id: self.next_event_id,
+                    tick: events.tick,
+                    kind: EventKind::Kill {
+                        killer: kill.killer,
+                        victim: kill.victim,
+                    },
+                },
+                actor: None,
+                victim: Some(kill.victim),
+            });
+        }
+        self.stats.events += out.len() as u64;
+        out
+    }
+
+    fn send_snapshots(&mut self, tick: Tick, news: &[Involved]) {
+        let cube_config = self.config.cubes;
         let cubes: Vec<ObjectState> = self
             .world
-            .cube_states(&self.config.cubes.quant)
+            .cube_states(&cube_config.quant)
             .into_iter()
             .map(|body| ObjectState {
                 body,
                 ..ObjectState::default()
             })
             .collect();
-        let mut remotes = [None; MAX_SLOTS];
-        for (slot, state) in self.world.players() {
-            let score = self.clients.get(&slot).map(|c| c.score).unwrap_or_default();
-            if let Some(r) = remotes.get_mut(usize::from(slot.0)) {
-                *r = Some(RemotePlayerSnap::of(state, score));
-            }
+        let cube_centers: Vec<Point3<f32>> = cubes
+            .iter()
+            .map(|c| {
+                let p = c.body.position_f32(&cube_config.quant);
+                Point3::new(p[0], p[1], p[2])
+            })
+            .collect();
+        let players: Vec<(PlayerId, PlayerState)> =
+            self.world.players().map(|(id, p)| (id, *p)).collect();
+        if tick.is_multiple_of(VISIBILITY_EVERY_TICKS) || self.visibility.is_none() {
+            self.visibility = Some(interest::visibility(&self.world));
         }
+        let Some(visibility) = self.visibility.clone() else {
+            return;
+        };
         let phase_ticks_left = self.phase_ticks_left(tick);
+        let budget_bits = self
+            .config
+            .snapshot_budget_bytes
+            .saturating_sub(HEADER_BYTES) as u64
+            * 8;
         let slots: Vec<PlayerId> = self.clients.keys().copied().collect();
         for slot in slots {
-            let Some(state) = self.world.player(slot).copied() else {
+            let Some(me) = self.world.player(slot).copied() else {
                 continue;
             };
-            let c = &self.clients[&slot];
+            let scores: Vec<ScoreLine> = players
+                .iter()
+                .map(|(id, _)| self.clients.get(id).map(|c| c.score).unwrap_or_default())
+                .collect();
+            let Some(c) = self.clients.get_mut(&slot) else {
+                continue;
+            };
             let Some(addr) = c.addr else { continue };
-            let mut others = remotes;
-            others[usize::from(slot.0)] = None;
-            let snapshot = Snapshot {
+            let baseline = c
+                .acked
+                .filter(|a| tick - a <= MAX_BASELINE_AGE)
+                .and_then(|a| c.sent.get(a));
+
+            let mut remotes = [Sighting::Hidden; MAX_SLOTS];
+            for ((other, state), score) in players.iter().zip(&scores) {
+                let i = usize::from(other.0);
+                if *other == slot || i >= MAX_SLOTS {
+                    continue;
+                }
+                if visibility.sees(slot, *other) {
+                    c.last_seen[i] = Some(tick);
+                }
+                let relevant = c.last_seen[i].is_some_and(|t| tick - t <= SIGHT_GRACE_TICKS);
+                if relevant {
+                    let distance = (state.position() - me.position()).norm();
+                    c.priority.add(
+                        interest::player_entity(i),
+                        interest::player_priority(distance),
+                    );
+                    remotes[i] = Sighting::Fresh(RemotePlayerSnap::of(state, *score));
+                } else {
+                    c.priority.add(interest::player_entity(i), -1.0);
+                }
+            }
+            let mut cube_sightings = Vec::with_capacity(cubes.len());
+            for (k, (cube, center)) in cubes.iter().zip(&cube_centers).enumerate() {
+                let distance = (center - me.position()).norm();
+                let moving = !cube.body.at_rest;
+                c.priority.add(
+                    interest::cube_entity(k),
+                    interest::cube_priority(distance, moving, distance < 16.0),
+                );
+                cube_sightings.push(Sighting::Fresh(*cube));
+            }
+
+            for involved in news {
+                let relevant = matches!(involved.event.kind, EventKind::Kill { .. })
+                    || involved.actor == Some(slot)
+                    || involved.victim == Some(slot)
+                    || involved.actor.is_some_and(|a| {
+                        remotes.get(usize::from(a.0)).is_some_and(Sighting::is_seen)
+                    });
+                if relevant {
+                    c.pending.push_back((involved.event, None));
+                }
+            }
+            while c.pending.len() > MAX_PENDING_EVENTS {
+                c.pending.pop_front();
+            }
+            c.pending
+                .retain(|(e, _)| tick.saturating_sub(e.tick) < MAX_EVENT_AGE);
+            let resend_after = (c.rtt_ticks.ceil() as Tick + 2).max(3);
+            let mut events = Vec::new();
+            for (event, last_sent) in c.pending.iter_mut() {
+                if events.len() == MAX_EVENTS {
+                    break;
+                }
+                let due = last_sent.is_none_or(|t| tick - t >= resend_after);
+                if due {
+                    if last_sent.is_some() {
+                        self.stats.event_resends += 1;
+                    }
+                    *last_sent = Some(tick);
+                    events.push(*event);
+                }
+            }
+            events.sort_by_key(|e| e.id);
+            events.dedup_by_key(|e| e.id);
+
+            let mut snapshot = Snapshot {
                 tick,
                 phase: self.phase,
                 phase_ticks_left,
@@ -791,23 +1003,55 @@ impl DedicatedServer {
                 roster_version: self.roster_version,
                 local_slot: slot,
                 local: LocalPlayerSnap {
-                    state,
+                    state: me,
                     score: c.score,
                     hits: c.hits,
                 },
-                remotes: others,
-                cubes: cubes.clone(),
+                remotes,
+                cubes: cube_sightings,
+                events,
             };
-            let baseline = c
-                .acked
-                .filter(|a| tick - a <= MAX_BASELINE_AGE)
-                .and_then(|a| c.sent.get(a));
-            let cube_config = self.config.cubes;
-            let encoded = write_packet(PacketKind::Snapshot, tick as u16, (0, 0), |s| {
-                write_snapshot(s, &cube_config, &snapshot, baseline)
-            });
+            let trimmed = fit_budget(
+                &mut snapshot,
+                baseline,
+                &cube_config,
+                &c.priority,
+                budget_bits,
+            );
+            self.stats.held_entities += trimmed;
+            let sent_ids: Vec<u16> = snapshot
+                .remotes
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.fresh().is_some())
+                .map(|(i, _)| interest::player_entity(i))
+                .chain(
+                    snapshot
+                        .cubes
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, r)| r.fresh().is_some())
+                        .map(|(k, _)| interest::cube_entity(k)),
+                )
+                .collect();
+            c.priority.mark_sent(&sent_ids);
             let has_baseline = baseline.is_some();
-            let Ok(payload) = encoded else { continue };
+            let range_coder = self.config.range_coder;
+            let encoded = match encode_snapshot(
+                tick as u16,
+                &cube_config,
+                &snapshot,
+                baseline,
+                range_coder,
+            ) {
+                Ok(encoded) => encoded,
+                Err(error) => {
+                    self.stats.snapshot_errors += 1;
+                    tracing::warn!(?slot, %error, "snapshot not encodable; not sent");
+                    continue;
+                }
+            };
+            let payload = encoded.bytes;
             if has_baseline {
                 self.stats.delta_snapshots += 1;
                 self.stats.delta_snapshot_bytes += payload.len() as u64;
@@ -816,9 +1060,10 @@ impl DedicatedServer {
                 self.stats.full_snapshot_bytes += payload.len() as u64;
                 self.stats.full_snapshot_max = self.stats.full_snapshot_max.max(payload.len());
             }
-            if let Some(c) = self.clients.get_mut(&slot) {
-                c.sent.insert(tick, snapshot);
+            if encoded.backend == Backend::Arith {
+                self.stats.range_coded_snapshots += 1;
             }
+            c.sent.insert(tick, encoded.as_read);
             self.outgoing.push_back(Transmit {
                 to: addr,
                 delivery: Delivery::Unreliable,
@@ -826,4 +1071,104 @@ impl DedicatedServer {
             });
         }
     }
+}
+
+/// What each client had received when it gave an input, from the snapshots the server sent it and the acks its
+/// input packets carried.
+struct ClientsHeld<'a> {
+    clients: &'a BTreeMap<PlayerId, Client>,
+}
+
+impl HeldStates for ClientsHeld<'_> {
+    fn held(&self, viewer: PlayerId, input_tick: Tick, entity: Entity, tick: Tick) -> bool {
+        let Some(c) = self.clients.get(&viewer) else {
+            return true;
+        };
+        let Some(snapshot) = c.sent.get(tick) else {
+            return false;
+        };
+        let sent = match entity {
+            Entity::Player(p) => snapshot
+                .remotes
+                .get(usize::from(p.0))
+                .is_some_and(|r| r.fresh().is_some()),
+            Entity::Cube(k) => snapshot.cubes.get(k).is_some_and(|r| r.fresh().is_some()),
+        };
+        if !sent {
+            return false;
+        }
+        // The input's own packet may have been lost (the command came as a repeat): the next packet's acks are
+        // the closest word on what the client held.
+        let Some(&(ack, bits)) =
+            (input_tick..input_tick.saturating_add(6)).find_map(|t| c.acks_at_input.get(t))
+        else {
+            return true;
+        };
+        let seq = tick as u16;
+        let back = ack.wrapping_sub(seq);
+        seq == ack || ((1..=32).contains(&back) && bits & (1 << (back - 1)) != 0)
+    }
+}
+
+/// An event and the players it concerns (who acted, who was struck or died).
+struct Involved {
+    event: GameEvent,
+    actor: Option<PlayerId>,
+    victim: Option<PlayerId>,
+}
+
+/// Holds back the lowest-priority players and cubes until the snapshot fits `budget_bits` (the local player,
+/// the events and the most urgent entity always go). Returns how many entities were held.
+fn fit_budget(
+    snapshot: &mut Snapshot,
+    baseline: Option<&Snapshot>,
+    cube_config: &StateConfig,
+    priority: &PriorityAccumulator,
+    budget_bits: u64,
+) -> u64 {
+    if snapshot_bits(cube_config, snapshot, baseline).is_ok_and(|bits| bits <= budget_bits) {
+        return 0;
+    }
+    let mut skeleton = snapshot.clone();
+    for r in skeleton.remotes.iter_mut().filter(|r| r.fresh().is_some()) {
+        *r = Sighting::Held(None);
+    }
+    for c in skeleton.cubes.iter_mut() {
+        *c = Sighting::Held(None);
+    }
+    let Ok(mut total) = snapshot_bits(cube_config, &skeleton, baseline) else {
+        return 0;
+    };
+    let mut held = 0;
+    let mut sent_one = false;
+    for id in priority.order() {
+        let id = usize::from(id);
+        let cost = if id < MAX_SLOTS {
+            let Some(value) = snapshot.remotes[id].fresh() else {
+                continue;
+            };
+            fresh_bits(&(), value, baseline.and_then(|b| b.remotes[id].known()))
+        } else {
+            let k = id - MAX_SLOTS;
+            let Some(value) = snapshot.cubes.get(k).and_then(Sighting::fresh) else {
+                continue;
+            };
+            let base = baseline
+                .and_then(|b| b.cubes.get(k))
+                .and_then(Sighting::known);
+            fresh_bits(cube_config, value, base)
+        };
+        // The most urgent entity always goes, so nothing starves behind a budget the events already fill.
+        if total + cost <= budget_bits || !sent_one {
+            total += cost;
+            sent_one = true;
+        } else if id < MAX_SLOTS {
+            snapshot.remotes[id] = Sighting::Held(None);
+            held += 1;
+        } else {
+            snapshot.cubes[id - MAX_SLOTS] = Sighting::Held(None);
+            held += 1;
+        }
+    }
+    held
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nalgebra::{Point3, Vector3};
 use physync_engine::shooter::input::buttons;
-use physync_engine::shooter::map::SpawnPoint;
+use physync_engine::shooter::map::{BoxSpec, SpawnPoint};
 use physync_engine::shooter::{ArenaMap, InputCommand, PlayerId, PlayerInput, ViewTime, units};
 use physync_engine::shooter_net::messages::ConnectRequest;
 use physync_engine::shooter_net::{ConnectToken, MatchPhase, Message};
@@ -516,4 +516,274 @@ fn the_client_steers_the_server_input_buffer_back_after_the_latency_changes() {
     assert!(last.skipped_ticks > after.skipped_ticks, "{last:?}");
     let fill = sim.server().input_fill(slot).unwrap();
     assert!((1..=4).contains(&fill), "fill {fill}");
+}
+
+#[test]
+fn inputs_at_the_end_of_time_are_counted_not_a_panic() {
+    let config = quick_config();
+    let token = ConnectToken::issue(&config.secret, config.match_id, "edge", 100_000);
+    let mut server = DedicatedServer::new(config, Duration::ZERO).unwrap();
+    let from = client_addr(0);
+    let connect = Message::ConnectRequest(ConnectRequest {
+        token,
+        chunks_held: 0,
+    })
+    .encode(1, (0, 0))
+    .unwrap();
+    server.handle_datagram(Duration::ZERO, from, &connect);
+    assert!(server.slot_of(from).is_some());
+    let commands: Vec<InputCommand> = (0..6)
+        .map(|i| InputCommand {
+            tick: u32::MAX - i,
+            view: ViewTime::at(u32::MAX - i - 3),
+            input: PlayerInput::default(),
+        })
+        .collect();
+    let input = Message::Input(commands).encode(2, (0, 0)).unwrap();
+    server.handle_datagram(Duration::from_millis(10), from, &input);
+    server.handle_timeout(Duration::from_millis(100));
+    assert_eq!(server.hostile().far_ahead_inputs, 6);
+}
+
+#[test]
+fn a_client_restarting_on_its_address_gets_fresh_sequence_numbers_and_baselines() {
+    let link = LinkConfig::from_rtt(Duration::from_millis(60), Duration::ZERO, 0.0, 0.0);
+    let mut sim = Sim::new(quick_config(), link, 8);
+    sim.add_bots(2, 80);
+    sim.run_bots(Duration::from_secs(4));
+    let at = sim.clients[1].mc.addr();
+    let slot = sim.server().slot_of(at).unwrap();
+    // The game restarts: a brand-new client on the same address with the same name.
+    assert!(sim.net.remove_endpoint(at));
+    let config = ClientConfig::new(addr(SERVER), sim.token("bot1"));
+    let bot = Bot::new(BotConfig::default(), 81);
+    sim.clients[1].mc = MemoryClient::new(&mut sim.net, at, config, Some(bot), sim.now).unwrap();
+    sim.run_bots(Duration::from_secs(2));
+    assert_eq!(sim.client(1).phase(), ClientPhase::Playing);
+    assert_eq!(sim.client(1).slot(), Some(slot));
+    assert_eq!(sim.server().hostile().replayed, 0);
+    assert_eq!(sim.client(1).stats().missing_baseline, 0);
+    assert_eq!(sim.server().stats().reconnects, 1);
+}
+
+#[test]
+fn a_client_that_loses_the_server_reconnects_by_itself_with_fresh_state() {
+    let link = LinkConfig::from_rtt(Duration::from_millis(60), Duration::ZERO, 0.0, 0.0);
+    let mut sim = Sim::new(quick_config(), link, 9);
+    sim.add_bots(2, 90);
+    sim.run_bots(Duration::from_secs(3));
+    let at = sim.clients[1].mc.addr();
+    let slot = sim.server().slot_of(at).unwrap();
+    let cut = LinkConfig { loss: 1.0, ..link };
+    sim.net.set_link(at, addr(SERVER), cut).unwrap();
+    sim.net.set_link(addr(SERVER), at, cut).unwrap();
+    sim.run_bots(Duration::from_secs(5));
+    assert_eq!(
+        sim.server().slot_of(at),
+        None,
+        "the server timed the client out"
+    );
+    sim.net.set_link(at, addr(SERVER), link).unwrap();
+    sim.net.set_link(addr(SERVER), at, link).unwrap();
+    sim.run_bots(Duration::from_secs(2));
+    let c = sim.client(1);
+    assert_eq!(c.phase(), ClientPhase::Playing);
+    assert_eq!(c.slot(), Some(slot));
+    assert_eq!(c.stats().reconnects, 1);
+    assert_eq!(sim.server().stats().reconnects, 1);
+    assert_eq!(sim.server().hostile().replayed, 0);
+    assert_eq!(sim.server().slot_of(at), Some(slot));
+}
+
+/// A 10 m square floor with no walls: a player can run off its edge.
+fn ledge_map() -> ArenaMap {
+    ArenaMap {
+        name: "ledge".to_owned(),
+        boxes: vec![BoxSpec {
+            center: Point3::new(0.0, -0.5, 0.0),
+            half_extents: Vector3::new(5.0, 0.5, 5.0),
+        }],
+        spawn_points: vec![
+            SpawnPoint {
+                position: Point3::new(0.0, 0.0, 0.0),
+                yaw: 0,
+            },
+            SpawnPoint {
+                position: Point3::new(3.0, 0.0, -3.0),
+                yaw: 0,
+            },
+        ],
+        cubes: Vec::new(),
+    }
+}
+
+#[test]
+fn a_player_who_falls_off_the_map_dies_and_every_snapshot_still_goes_out() {
+    let config = MatchConfig {
+        map: ledge_map(),
+        ..quick_config()
+    };
+    let link = LinkConfig::from_rtt(Duration::from_millis(60), Duration::ZERO, 0.0, 0.0);
+    let mut sim = Sim::new(config, link, 10);
+    let walker = sim.add_client("walker", None);
+    let stander = sim.add_client("stander", None);
+    let run = |sim: &mut Sim, seconds: u64| {
+        sim.run(Duration::from_secs(seconds), &mut |i, _, _| {
+            (i == walker).then_some(PlayerInput {
+                move_z: 7,
+                ..PlayerInput::default()
+            })
+        })
+    };
+    run(&mut sim, 5);
+    let before = sim.client(stander).stats().snapshots;
+    run(&mut sim, 1);
+    let received = sim.client(stander).stats().snapshots - before;
+    assert!(received >= 25, "{received} snapshots in the last second");
+    assert_eq!(sim.server().stats().snapshot_errors, 0);
+    let slot = sim.client(walker).slot().unwrap();
+    assert!(sim.server().world().score(slot).unwrap().deaths >= 1);
+}
+
+#[test]
+fn every_client_sees_the_cubes_and_the_other_players_fire() {
+    let link = LinkConfig::from_rtt(Duration::from_millis(100), Duration::ZERO, 0.02, 0.0);
+    let mut sim = Sim::new(quick_config(), link, 11);
+    sim.add_bots(3, 110);
+    sim.run_bots(Duration::from_secs(15));
+    let server_cubes = sim
+        .server()
+        .world()
+        .cube_states(&sim.server().config().cubes.quant);
+    let quant = sim.server().config().cubes.quant;
+    let (mut predicted, mut judged, mut agreed) = (0, 0, 0);
+    for i in 0..3 {
+        let c = sim.client(i);
+        assert_eq!(c.cube_count(), server_cubes.len());
+        let s = c.stats();
+        assert!(s.remote_shots_seen > 0, "client {i}: {s:?}");
+        (predicted, judged, agreed) = (
+            predicted + s.predicted_hits,
+            judged + s.server_hits,
+            agreed + s.agreed_hits,
+        );
+        let poses = c.cube_poses(sim.now);
+        for (pose, state) in poses.iter().zip(&server_cubes) {
+            if state.at_rest {
+                let p = state.position_f32(&quant);
+                let d = (pose.center - Point3::new(p[0], p[1], p[2])).norm();
+                assert!(d < 0.01, "client {i}: a resting cube {d} m off");
+            }
+        }
+    }
+    assert!(judged > 5, "{judged} hits");
+    assert!(
+        agreed as f64 >= 0.9 * predicted as f64,
+        "{agreed}/{predicted} predicted hits confirmed"
+    );
+    assert!(
+        agreed as f64 >= 0.9 * judged as f64,
+        "{agreed}/{judged} server hits predicted"
+    );
+}
+
+#[test]
+fn a_player_behind_a_wall_is_not_sent() {
+    let mut map = ArenaMap::standard();
+    map.boxes.truncate(5);
+    map.cubes.clear();
+    map.boxes.push(BoxSpec {
+        center: Point3::new(0.0, 2.0, 0.0),
+        half_extents: Vector3::new(20.0, 2.0, 0.25),
+    });
+    map.spawn_points = [(0.0, -10.0), (0.0, 10.0), (5.0, -10.0)]
+        .into_iter()
+        .map(|(x, z)| SpawnPoint {
+            position: Point3::new(x, 0.0, z),
+            yaw: 0,
+        })
+        .collect();
+    let config = MatchConfig {
+        map,
+        ..quick_config()
+    };
+    let link = LinkConfig::from_rtt(Duration::from_millis(60), Duration::ZERO, 0.0, 0.0);
+    let mut sim = Sim::new(config, link, 12);
+    for name in ["south", "north", "neighbour"] {
+        sim.add_client(name, None);
+    }
+    sim.run(Duration::from_secs(3), &mut |_, _, _| None);
+    let seen = |sim: &Sim, i: usize| -> Vec<PlayerId> {
+        sim.client(i)
+            .remote_poses(sim.now)
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect()
+    };
+    let (south, north, neighbour) = (
+        sim.client(0).slot().unwrap(),
+        sim.client(1).slot().unwrap(),
+        sim.client(2).slot().unwrap(),
+    );
+    assert_eq!(seen(&sim, 0), vec![neighbour]);
+    assert_eq!(seen(&sim, 1), Vec::<PlayerId>::new(), "north sees nobody");
+    assert_eq!(seen(&sim, 2), vec![south]);
+    assert_ne!(north, south);
+}
+
+#[test]
+fn a_small_byte_budget_holds_back_the_least_urgent_but_keeps_everyone_current() {
+    let config = MatchConfig {
+        snapshot_budget_bytes: 110,
+        ..quick_config()
+    };
+    let link = LinkConfig::from_rtt(Duration::from_millis(60), Duration::ZERO, 0.0, 0.0);
+    let mut sim = Sim::new(config, link, 13);
+    sim.add_bots(6, 130);
+    sim.run_bots(Duration::from_secs(8));
+    let stats = sim.server().stats();
+    assert!(stats.held_entities > 0, "{stats:?}");
+    let mean = stats.delta_snapshot_bytes as f64 / stats.delta_snapshots as f64;
+    assert!(mean <= 110.0, "mean delta snapshot {mean} bytes");
+    let c = sim.client(0);
+    let poses = c.remote_poses(sim.now);
+    assert!(!poses.is_empty());
+    let mut compared = 0;
+    for (slot, pose) in poses {
+        let state = sim.server().world().player(slot).unwrap();
+        if !(pose.alive && state.alive()) {
+            // Dying and respawning teleport; the next update shows it.
+            continue;
+        }
+        let off = (pose.position - state.position()).norm();
+        assert!(off < 2.5, "player {slot:?} shown {off} m from where it is");
+        compared += 1;
+    }
+    assert!(compared > 0);
+}
+
+#[test]
+fn every_kill_reaches_every_client_exactly_once_under_loss() {
+    let link = LinkConfig::from_rtt(Duration::from_millis(100), Duration::ZERO, 0.15, 0.0);
+    let mut sim = Sim::new(quick_config(), link, 14);
+    sim.add_bots(4, 140);
+    sim.run_bots(Duration::from_secs(16));
+    // Everyone lowers their weapon; the events still in flight arrive.
+    sim.run(Duration::from_secs(3), &mut |_, _, _| {
+        Some(PlayerInput::default())
+    });
+    let deaths: u32 = (0..4)
+        .filter_map(|i| sim.client(i).slot())
+        .filter_map(|slot| sim.server().world().score(slot))
+        .map(|s| s.deaths)
+        .sum();
+    assert!(deaths > 0);
+    for i in 0..4 {
+        let s = sim.client(i).stats();
+        assert_eq!(s.kills_seen, u64::from(deaths), "client {i}: {s:?}");
+    }
+    assert!(
+        sim.server().stats().event_resends > 0,
+        "15% loss needs resends"
+    );
 }

@@ -1,6 +1,8 @@
-//! The first-person view of the arena: the map's walls and cover as shaded boxes, the other players as coloured
-//! bodies with a head and a visor (where they look), seen from the local player's eye through the viewer's
-//! software renderer ([`crate::render3d`]).
+//! The first-person view of the arena: the map's walls and cover as shaded boxes, the physics cubes where the
+//! server's snapshots put them, the other players as coloured bodies with a head and a visor (where they look),
+//! and every shot as a tracer (the local player's predicted at once, everyone else's as the server reports
+//! them, in the shooter's colour), seen from the local player's eye through the viewer's software renderer
+//! ([`crate::render3d`]).
 
 use egui::{Color32, Painter, Rect, Stroke};
 use nalgebra::{Point3, UnitQuaternion, Vector3};
@@ -18,6 +20,10 @@ use crate::render3d::{self, Solid};
 const MAX_PIECE: f32 = 2.0;
 /// Colour of the walls.
 pub const WALL_COLOR: Color32 = Color32::from_rgb(120, 130, 150);
+/// Colour of the physics cubes.
+pub const CUBE_COLOR: Color32 = Color32::from_rgb(200, 90, 60);
+/// Colour of the local player's tracers.
+pub const OWN_TRACER: Color32 = Color32::from_rgb(255, 230, 140);
 /// Colour of cover boxes.
 pub const COVER_COLOR: Color32 = Color32::from_rgb(180, 150, 105);
 /// Static boxes at least this tall are walls.
@@ -88,6 +94,20 @@ pub fn arena_solids(map: &ArenaMap) -> Vec<Solid> {
     out
 }
 
+/// The physics cubes of `map` at `poses` (as the client interpolates them).
+pub fn cube_solids(map: &ArenaMap, poses: &[physync_engine::shooter::CubePose]) -> Vec<Solid> {
+    map.cubes
+        .iter()
+        .zip(poses)
+        .map(|(spec, pose)| Solid {
+            center: pose.center,
+            rotation: pose.rotation,
+            half_extents: Vector3::repeat(spec.half_extent),
+            color: CUBE_COLOR,
+        })
+        .collect()
+}
+
 /// A remote player as boxes: a body in the player's colour, a head and a dark visor on the side it looks at.
 /// A dead player lies flat and grey.
 pub fn player_solids(slot: PlayerId, pose: &InterpolatedPose, body: &BodyDims) -> Vec<Solid> {
@@ -140,6 +160,10 @@ pub struct Tracer {
     pub to: Point3<f32>,
     /// Seconds left to show it.
     pub life: f32,
+    /// Its colour (the shooter's).
+    pub color: Color32,
+    /// True for the local player's own (predicted) shot.
+    pub own: bool,
 }
 
 /// Paint the arena, the players and the tracers into `rect` from `camera`.
@@ -162,8 +186,10 @@ pub fn paint(
             camera.project_view_point(&b, rect),
         ) {
             let alpha = (t.life * 4.0).clamp(0.0, 1.0);
-            let color = Color32::from_rgba_unmultiplied(255, 230, 140, (alpha * 255.0) as u8);
+            let [r, g, b_, _] = t.color.to_array();
+            let color = Color32::from_rgba_unmultiplied(r, g, b_, (alpha * 255.0) as u8);
             painter.line_segment([a.screen, b.screen], Stroke::new(2.0, color));
+            painter.circle_filled(a.screen, 3.0, color);
         }
     }
 }

@@ -97,6 +97,20 @@ pub fn paint_banner(painter: &Painter, rect: Rect, text: &str) {
     );
 }
 
+/// Paint the kill feed (`text`, colour per line, oldest first) in the top right corner of `rect`.
+pub fn paint_kill_feed(painter: &Painter, rect: Rect, lines: &[(String, Color32)]) {
+    for (i, (text, color)) in lines.iter().rev().enumerate() {
+        let pos = Pos2::new(rect.right() - 12.0, rect.top() + 60.0 + 20.0 * i as f32);
+        painter.text(
+            pos,
+            Align2::RIGHT_TOP,
+            text,
+            FontId::proportional(16.0),
+            *color,
+        );
+    }
+}
+
 /// The match phase in words, with the time left where it counts down.
 pub fn phase_text(phase: MatchPhase, ticks_left: u16, tick_rate_hz: u32) -> String {
     let seconds = u32::from(ticks_left) / tick_rate_hz.max(1);

@@ -49,6 +49,7 @@ pub struct ShooterScreen {
     hit_marker: f32,
     hits_confirmed: u64,
     shots_fired: u64,
+    remote_shots: u64,
     last_clock: Option<f64>,
     view_rect: Option<Rect>,
     camera: Option<OrbitCamera>,
@@ -98,6 +99,7 @@ impl ShooterScreen {
             hit_marker: 0.0,
             hits_confirmed: 0,
             shots_fired: 0,
+            remote_shots: 0,
             last_clock: None,
             view_rect: None,
             camera: None,
@@ -131,6 +133,16 @@ impl ShooterScreen {
         self.hits_confirmed
     }
 
+    /// Other players' shots the server reported since the screen opened.
+    pub fn remote_shots(&self) -> u64 {
+        self.remote_shots
+    }
+
+    /// Tracers showing now.
+    pub fn tracers(&self) -> &[Tracer] {
+        &self.tracers
+    }
+
     /// Shots the local player fired (predicted) since the screen opened.
     pub fn shots_fired(&self) -> u64 {
         self.shots_fired
@@ -141,18 +153,29 @@ impl ShooterScreen {
         self.hit_marker > 0.0
     }
 
-    /// True once the match is being played and another living player stands in view (for screenshots).
+    /// True once the match is being played and the view shows what a screenshot should: another living player,
+    /// a physics cube and another player's tracer.
     pub fn shows_an_opponent(&self) -> bool {
         let (Some(rect), Some(camera)) = (self.view_rect, &self.camera) else {
             return false;
         };
+        let inside = |p: &Point3<f32>| {
+            camera
+                .project(p, rect)
+                .is_some_and(|p| rect.shrink(40.0).contains(p.screen) && p.depth < 25.0)
+        };
         let client = self.session.client();
-        client
-            .remote_poses(self.session.now())
+        let now = self.session.now();
+        let opponent = client
+            .remote_poses(now)
             .iter()
-            .filter(|(_, p)| p.alive)
-            .filter_map(|(_, p)| camera.project(&p.position, rect))
-            .any(|p| rect.shrink(40.0).contains(p.screen) && p.depth < 25.0)
+            .any(|(_, p)| p.alive && inside(&p.position));
+        let cube = client.cube_poses(now).iter().any(|c| inside(&c.center));
+        let tracer = self
+            .tracers
+            .iter()
+            .any(|t| !t.own && (inside(&t.from) || inside(&t.to)));
+        opponent && cube && tracer
     }
 
     /// Run the session for this frame and draw the screen; returns how it closed, if it did.
@@ -226,6 +249,18 @@ impl ShooterScreen {
                         from,
                         to: shot.ray.origin + forward * distance,
                         life: TRACER_SECONDS,
+                        color: arena_view::OWN_TRACER,
+                        own: true,
+                    });
+                }
+                ClientEvent::RemoteShot { shot, .. } => {
+                    self.remote_shots += 1;
+                    self.tracers.push(Tracer {
+                        from: shot.origin() + shot.direction() * MUZZLE.0,
+                        to: shot.end(),
+                        life: TRACER_SECONDS,
+                        color: player_color(shot.shooter.0),
+                        own: false,
                     });
                 }
                 ClientEvent::HitConfirmed(n) => {
@@ -421,6 +456,10 @@ impl ShooterScreen {
         let eye = arena_view::eye_of(&feet, body);
         let camera = arena_view::first_person_camera(&eye, &arena_view::direction_of(yaw, pitch));
         let mut solids = arena.solids.clone();
+        solids.extend(arena_view::cube_solids(
+            &data.map,
+            &client.cube_poses(self.session.now()),
+        ));
         for (slot, pose) in client.remote_poses(self.session.now()) {
             if Some(slot) != client.slot() {
                 solids.extend(arena_view::player_solids(slot, &pose, body));
@@ -447,6 +486,20 @@ impl ShooterScreen {
             None => self.phase_text(),
         };
         hud::paint_banner(&painter, rect, &banner);
+        let feed: Vec<(String, Color32)> = client
+            .kill_feed()
+            .map(|k| {
+                let victim = self.name_of(k.victim.0);
+                match k.killer {
+                    Some(killer) => (
+                        format!("{} killed {victim}", self.name_of(killer.0)),
+                        player_color(killer.0),
+                    ),
+                    None => (format!("{victim} fell"), Color32::LIGHT_GRAY),
+                }
+            })
+            .collect();
+        hud::paint_kill_feed(&painter, rect, &feed);
         self.camera = Some(camera);
     }
 }
