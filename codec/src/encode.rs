@@ -60,9 +60,12 @@ const ROTATION: VecCtx = VecCtx {
 const LINEAR: VecCtx = VecCtx {
     bucket: Ctx::new(10, "linear velocity residual bucket"),
     axes: [
-        Ctx::new(11, "linear velocity residual x"),
-        Ctx::new(12, "linear velocity residual y"),
-        Ctx::new(13, "linear velocity residual z"),
+        Ctx::new(11, "linear velocity residual, no position residual"),
+        Ctx::new(12, "linear velocity residual, small position residual"),
+        Ctx::new(
+            13,
+            "linear velocity residual, small negative position residual",
+        ),
     ],
 };
 const ANGULAR: VecCtx = VecCtx {
@@ -243,17 +246,33 @@ fn body_residual<S: Stream>(
         b.linear_velocity = [0; 3];
         b.angular_velocity = [0; 3];
     } else {
+        // A body pushed off its predicted path shows it in both its position and its velocity residual, with the
+        // same sign: each velocity component is coded under a context of the position residual on its axis.
+        let moved = [0, 1, 2].map(|i| i64::from(b.position[i]) - i64::from(r.position[i]));
+        let linear = VecCtx {
+            bucket: LINEAR_BUCKET_BY_POSITION
+                [magnitude_class(moved.iter().map(|d| d.abs()).max().unwrap_or(0))],
+            axes: moved.map(|d| LINEAR_BY_POSITION[signed_class(d)]),
+        };
         vec_residual(
             s,
-            &LINEAR,
+            &linear,
             LINEAR_BUCKETS,
             &mut b.linear_velocity,
             &r.linear_velocity,
         )?;
         check_bounds(&quant.linear_velocity, &b.linear_velocity, ABS_LINEAR)?;
+        let pushed = (0..3)
+            .map(|i| (i64::from(b.linear_velocity[i]) - i64::from(r.linear_velocity[i])).abs())
+            .max()
+            .unwrap_or(0);
+        let angular = VecCtx {
+            bucket: ANGULAR_BUCKET_BY_LINEAR[magnitude_class(pushed)],
+            axes: ANGULAR.axes,
+        };
         vec_residual(
             s,
-            &ANGULAR,
+            &angular,
             ANGULAR_BUCKETS,
             &mut b.angular_velocity,
             &r.angular_velocity,
@@ -261,6 +280,78 @@ fn body_residual<S: Stream>(
         check_bounds(&quant.angular_velocity, &b.angular_velocity, ABS_ANGULAR)?;
     }
     Ok(())
+}
+
+/// The linear velocity residual's bucket tag, by the magnitude class of the position residual.
+const LINEAR_BUCKET_BY_POSITION: [Ctx; 4] = [
+    LINEAR.bucket,
+    Ctx::new(
+        38,
+        "linear velocity residual bucket, small position residual",
+    ),
+    Ctx::new(
+        39,
+        "linear velocity residual bucket, medium position residual",
+    ),
+    Ctx::new(
+        50,
+        "linear velocity residual bucket, large position residual",
+    ),
+];
+/// A linear velocity residual component, by the sign and magnitude class of the position residual on its axis.
+const LINEAR_BY_POSITION: [Ctx; 7] = [
+    LINEAR.axes[0],
+    LINEAR.axes[1],
+    LINEAR.axes[2],
+    Ctx::new(51, "linear velocity residual, medium position residual"),
+    Ctx::new(
+        52,
+        "linear velocity residual, medium negative position residual",
+    ),
+    Ctx::new(53, "linear velocity residual, large position residual"),
+    Ctx::new(
+        54,
+        "linear velocity residual, large negative position residual",
+    ),
+];
+/// The angular velocity residual's bucket tag, by the magnitude class of the linear velocity residual.
+const ANGULAR_BUCKET_BY_LINEAR: [Ctx; 4] = [
+    ANGULAR.bucket,
+    Ctx::new(
+        55,
+        "angular velocity residual bucket, small linear residual",
+    ),
+    Ctx::new(
+        56,
+        "angular velocity residual bucket, medium linear residual",
+    ),
+    Ctx::new(
+        57,
+        "angular velocity residual bucket, large linear residual",
+    ),
+];
+
+/// 0 for no change, then small (up to 7), medium (up to 63), large.
+#[inline]
+fn magnitude_class(m: i64) -> usize {
+    match m {
+        0 => 0,
+        1..=7 => 1,
+        8..=63 => 2,
+        _ => 3,
+    }
+}
+
+/// [`magnitude_class`] split by sign: 0, then small, medium and large each positive and negative (small ones share
+/// two contexts by sign only).
+#[inline]
+fn signed_class(d: i64) -> usize {
+    match magnitude_class(d.abs()) {
+        0 => 0,
+        1 => 1 + usize::from(d < 0),
+        2 => 3 + usize::from(d < 0),
+        _ => 5 + usize::from(d < 0),
+    }
 }
 
 /// Bits [`rotation_absolute`] writes, or `None` when a field is out of range.
@@ -362,8 +453,28 @@ fn meta<S: Stream>(s: &mut S, o: &mut ObjectState) -> Result<(), CodecError> {
     s.u16(OWNERSHIP_SEQ, &mut o.ownership_seq)
 }
 
+/// Velocity indices (linear and angular, per component) under which a moving body counts as slow.
+const SLOW_VELOCITY: i32 = 64;
+
 impl DeltaState for ObjectState {
     type Config = StateConfig;
+
+    #[inline]
+    fn motion_class(&self) -> usize {
+        let b = &self.body;
+        if b.at_rest {
+            0
+        } else if b
+            .linear_velocity
+            .iter()
+            .chain(&b.angular_velocity)
+            .all(|v| v.abs() < SLOW_VELOCITY)
+        {
+            1
+        } else {
+            2
+        }
+    }
 
     #[inline]
     fn predict(config: &StateConfig, baseline: &Self, frames: u16) -> Option<Self> {

@@ -477,18 +477,16 @@ impl Rung {
     }
 }
 
-/// Groups of fields for the per-field breakdown, by the codec's context names.
+/// Groups of fields for the per-field breakdown, by the codec's context names (the first group whose key a name
+/// contains).
 const FIELD_GROUPS: [(&str, &[&str]); 8] = [
     ("ids", &["object id", "entry count"]),
-    ("baseline", &["baseline"]),
-    (
-        "flags",
-        &["flag", "path", "at rest", "same largest", "changed"],
-    ),
-    ("position", &["position"]),
-    ("rotation", &["rotation"]),
+    ("flags", &["flag", "path", "at rest", "same largest", "changed"]),
     ("linear_velocity", &["linear velocity"]),
     ("angular_velocity", &["angular velocity"]),
+    ("baseline", &["baseline"]),
+    ("position", &["position"]),
+    ("rotation", &["rotation"]),
     ("other", &[""]),
 ];
 
