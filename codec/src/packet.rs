@@ -98,11 +98,10 @@ pub struct PacketWriter {
     sink: Sink,
 }
 
-/// One entry ready to write: everything [`serialize_entry_body`] needs, and its place in the priority order.
+/// One entry ready to write: everything [`serialize_entry_body`] needs.
 #[derive(Clone, Copy)]
 struct Entry<T> {
     id: u16,
-    rank: u32,
     state: T,
     offset: Option<u16>,
     baseline: Option<T>,
@@ -232,23 +231,6 @@ fn write_entries<S: Stream, T: DeltaState>(
     Ok(())
 }
 
-/// Bit-packed size of `entries` (ascending ids) as [`write_entries`] writes them, given each entry's own size.
-fn entries_bits<T>(link: &LinkConfig, entries: &[(Entry<T>, u64)]) -> u64 {
-    let mut bits = u64::from(bits_for(u32::from(link.max_objects)));
-    let mut previous: Option<u16> = None;
-    let mut previous_offset = 0u16;
-    for (e, own) in entries {
-        let first = previous.map_or(0, |p| i32::from(p) + 1);
-        bits +=
-            id_bits(link, i32::from(e.id) - first) + offset_bits(e.offset, previous_offset) + own;
-        previous = Some(e.id);
-        if let Some(o) = e.offset {
-            previous_offset = o;
-        }
-    }
-    bits
-}
-
 impl PacketWriter {
     /// Starts a datagram with `header` (its `packet_type` must be at most 127).
     pub fn new(link: &LinkConfig, mut header: PacketHeader) -> Result<Self, CodecError> {
@@ -356,7 +338,6 @@ impl PacketWriter {
                 )?;
                 let entry = Entry {
                     id,
-                    rank: (*next - 1) as u32,
                     state,
                     offset: base.map(|b| sequence.wrapping_sub(b.sequence)),
                     baseline: base.map(|b| b.state),
@@ -367,32 +348,32 @@ impl PacketWriter {
             }
             Ok(None)
         };
-        // Entries chosen so far, ascending by id, and their sizes.
-        let mut chosen: Vec<(Entry<T>, u64)> = Vec::new();
+        // Entries chosen so far, and the section's bit-packed size.
+        let mut chosen: Selection<T> = Selection::new(&link);
         let ids = match &mut self.sink {
             Sink::Bit(s) => {
                 // Exact sizes: take entries in priority order while the section's exact size fits.
-                let mut total = entries_bits(&link, &chosen);
                 let mut misses = 0;
                 while misses < MAX_MISSES {
                     let Some((entry, own)) = candidate(&mut next)? else {
                         break;
                     };
-                    let at = chosen.partition_point(|(e, _)| e.id < entry.id);
-                    let grown = total + marginal_bits(&link, &chosen, at, &entry, own);
-                    // One bit-packed byte boundary of slack: the section must end within the budget.
+                    let grown = chosen.total + chosen.marginal_bits(&link, &entry, own);
                     if grown <= room_bits {
-                        chosen.insert(at, (entry, own));
-                        total = grown;
+                        chosen.insert(entry, own, grown);
                         misses = 0;
                     } else {
                         misses += 1;
                     }
                 }
-                let mut entries: Vec<Entry<T>> = chosen.into_iter().map(|(e, _)| e).collect();
+                let mut entries = chosen.sorted();
                 let before = s.bits_written();
                 write_entries(s, &link, config, &mut entries)?;
-                debug_assert_eq!(s.bits_written() - before, total, "section size estimate");
+                debug_assert_eq!(
+                    s.bits_written() - before,
+                    chosen.total,
+                    "section size estimate"
+                );
                 entries
             }
             Sink::Arith { header, stream } => {
@@ -411,7 +392,6 @@ impl PacketWriter {
                     passes += 1;
                     // Grow in priority order toward the budget at the current ratio, short of a size that failed.
                     let target = room_bits as f64 / ratio * 0.98;
-                    let mut total = entries_bits(&link, &chosen);
                     while passes <= MAX_ARITH_PASSES
                         && !exhausted
                         && fails_at.is_none_or(|f| chosen.len() + 1 < f)
@@ -424,21 +404,19 @@ impl PacketWriter {
                             exhausted = true;
                             break;
                         };
-                        let at = chosen.partition_point(|(e, _)| e.id < entry.id);
-                        let grown = total + marginal_bits(&link, &chosen, at, &entry, own);
+                        let grown = chosen.total + chosen.marginal_bits(&link, &entry, own);
                         if grown as f64 > target && !chosen.is_empty() {
                             pending = Some((entry, own));
                             break;
                         }
-                        chosen.insert(at, (entry, own));
-                        total = grown;
+                        chosen.insert(entry, own, grown);
                     }
                     stream.rollback(start);
                     start = stream.checkpoint();
-                    let mut entries: Vec<Entry<T>> = chosen.iter().map(|(e, _)| *e).collect();
+                    let mut entries = chosen.sorted();
                     write_entries(stream.as_mut(), &link, config, &mut entries)?;
                     let coded_bits = ((stream.finished_len() - base_len) * 8).max(8) as f64;
-                    ratio = (coded_bits / total.max(1) as f64).clamp(0.02, 16.0);
+                    ratio = (coded_bits / chosen.total.max(1) as f64).clamp(0.02, 16.0);
                     let bytes = header.len() + stream.finished_len();
                     if bytes <= limit {
                         let n = entries.len();
@@ -460,7 +438,7 @@ impl PacketWriter {
                         }
                         // Drop the lowest-priority entries whose estimated coded size covers the overshoot.
                         let over = ((bytes - limit) * 8) as f64 * 1.05 + 8.0;
-                        drop_lowest_priority(&mut chosen, over / ratio, &mut pending);
+                        pending = chosen.drop_lowest_priority(&link, over / ratio);
                         exhausted = false;
                     }
                 }
@@ -492,59 +470,154 @@ impl PacketWriter {
     }
 }
 
-/// Bits a section grows by when `entry` (of `own` bits) goes in at index `at` of `chosen` (ascending ids): its
-/// own size, its id gap and baseline fields, and the change to the next entry's.
-fn marginal_bits<T>(
-    link: &LinkConfig,
-    chosen: &[(Entry<T>, u64)],
-    at: usize,
-    entry: &Entry<T>,
-    own: u64,
-) -> u64 {
-    let before = at.checked_sub(1).map(|i| &chosen[i].0);
-    let after = chosen.get(at).map(|(e, _)| e);
-    let first = before.map_or(0, |b| i32::from(b.id) + 1);
-    // The offset named last before this position.
-    let previous_offset = chosen[..at]
-        .iter()
-        .rev()
-        .find_map(|(e, _)| e.offset)
-        .unwrap_or(0);
-    let mut bits = own
-        + id_bits(link, i32::from(entry.id) - first)
-        + offset_bits(entry.offset, previous_offset);
-    if let Some(a) = after {
-        let old = id_bits(link, i32::from(a.id) - first) + offset_bits(a.offset, previous_offset);
-        let new_previous = entry.offset.unwrap_or(previous_offset);
-        let new = id_bits(link, i32::from(a.id) - i32::from(entry.id) - 1)
-            + offset_bits(a.offset, new_previous);
-        bits = (bits + new).saturating_sub(old);
-    }
-    bits
+/// The entries chosen for a section so far, in priority order, with the set of their ids as a bitmap so that an
+/// id's neighbours in ascending order (which its gap and baseline fields depend on) are found in a few word scans.
+struct Selection<T> {
+    entries: Vec<(Entry<T>, u64)>,
+    index_of: Vec<u32>,
+    ids: Vec<u64>,
+    /// Bit-packed size of the section as [`write_entries`] writes the chosen entries.
+    total: u64,
 }
 
-/// Drops entries of `chosen` from the lowest priority up until their bit-packed sizes add up to `bits` (at least
-/// one); the dropped entry of highest priority becomes `pending` (the next to try again), the others are left out
-/// of this packet.
-fn drop_lowest_priority<T: Copy>(
-    chosen: &mut Vec<(Entry<T>, u64)>,
-    bits: f64,
-    pending: &mut Option<(Entry<T>, u64)>,
-) {
-    let mut by_rank: Vec<(u32, u64)> = chosen.iter().map(|(e, own)| (e.rank, *own)).collect();
-    by_rank.sort_unstable_by(|a, b| b.0.cmp(&a.0));
-    let mut freed = 0.0;
-    let mut cut = u32::MAX;
-    for (rank, own) in by_rank {
-        if freed >= bits {
-            break;
+impl<T: Copy> Selection<T> {
+    fn new(link: &LinkConfig) -> Self {
+        let n = usize::from(link.max_objects);
+        Self {
+            entries: Vec::new(),
+            index_of: vec![u32::MAX; n],
+            ids: vec![0; n.div_ceil(64)],
+            total: u64::from(bits_for(u32::from(link.max_objects))),
         }
-        // An entry's own bits, plus a few for its id and baseline fields.
-        freed += (own + 4) as f64;
-        cut = rank;
     }
-    *pending = chosen.iter().find(|(e, _)| e.rank == cut).copied();
-    chosen.retain(|(e, _)| e.rank < cut);
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The largest chosen id below `id`.
+    fn before(&self, id: u16) -> Option<u16> {
+        let id = usize::from(id);
+        let mut word = id / 64;
+        let mut bits = self.ids[word] & ((1u64 << (id % 64)) - 1);
+        loop {
+            if bits != 0 {
+                return Some((word * 64 + 63 - bits.leading_zeros() as usize) as u16);
+            }
+            word = word.checked_sub(1)?;
+            bits = self.ids[word];
+        }
+    }
+
+    /// The smallest chosen id above `id`.
+    fn after(&self, id: u16) -> Option<u16> {
+        let id = usize::from(id) + 1;
+        let mut word = id / 64;
+        let mut bits = *self.ids.get(word)? & !((1u64 << (id % 64)) - 1);
+        loop {
+            if bits != 0 {
+                return Some((word * 64 + bits.trailing_zeros() as usize) as u16);
+            }
+            word += 1;
+            bits = *self.ids.get(word)?;
+        }
+    }
+
+    fn entry(&self, id: u16) -> &Entry<T> {
+        &self.entries[self.index_of[usize::from(id)] as usize].0
+    }
+
+    /// The baseline offset named last before `id` in ascending order (0 when none).
+    fn offset_before(&self, id: u16) -> u16 {
+        let mut at = self.before(id);
+        while let Some(b) = at {
+            if let Some(o) = self.entry(b).offset {
+                return o;
+            }
+            at = self.before(b);
+        }
+        0
+    }
+
+    /// Bits the section grows by with `entry` (of `own` bits) in it: its own size, its id gap and baseline fields,
+    /// and the change to those of the entry after it.
+    fn marginal_bits(&self, link: &LinkConfig, entry: &Entry<T>, own: u64) -> u64 {
+        let first = self.before(entry.id).map_or(0, |b| i32::from(b) + 1);
+        let previous_offset = self.offset_before(entry.id);
+        let mut bits = own
+            + id_bits(link, i32::from(entry.id) - first)
+            + offset_bits(entry.offset, previous_offset);
+        if let Some(a) = self.after(entry.id) {
+            let a = self.entry(a);
+            let old =
+                id_bits(link, i32::from(a.id) - first) + offset_bits(a.offset, previous_offset);
+            let new_previous = entry.offset.unwrap_or(previous_offset);
+            let new = id_bits(link, i32::from(a.id) - i32::from(entry.id) - 1)
+                + offset_bits(a.offset, new_previous);
+            bits = (bits + new).saturating_sub(old);
+        }
+        bits
+    }
+
+    /// Adds `entry`, whose marginal size is `grown - total`.
+    fn insert(&mut self, entry: Entry<T>, own: u64, grown: u64) {
+        let id = usize::from(entry.id);
+        self.ids[id / 64] |= 1 << (id % 64);
+        self.index_of[id] = self.entries.len() as u32;
+        self.entries.push((entry, own));
+        self.total = grown;
+    }
+
+    /// The chosen entries, ascending by id.
+    fn sorted(&self) -> Vec<Entry<T>> {
+        let mut out = Vec::with_capacity(self.entries.len());
+        for (w, &word) in self.ids.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let id = w * 64 + bits.trailing_zeros() as usize;
+                out.push(self.entries[self.index_of[id] as usize].0);
+                bits &= bits - 1;
+            }
+        }
+        out
+    }
+
+    /// Drops the last-chosen (lowest-priority) entries until their bit-packed sizes add up to `bits` (at least
+    /// one), and returns the first one dropped in priority order (the next to try again).
+    fn drop_lowest_priority(&mut self, link: &LinkConfig, bits: f64) -> Option<(Entry<T>, u64)> {
+        let mut freed = 0.0;
+        let mut first_dropped = None;
+        while freed < bits {
+            let Some((e, own)) = self.entries.pop() else {
+                break;
+            };
+            let id = usize::from(e.id);
+            self.ids[id / 64] &= !(1 << (id % 64));
+            self.index_of[id] = u32::MAX;
+            // An entry's own bits, plus a few for its id and baseline fields.
+            freed += (own + 4) as f64;
+            first_dropped = Some((e, own));
+        }
+        self.total = u64::from(bits_for(u32::from(link.max_objects)));
+        let mut previous: Option<u16> = None;
+        let mut previous_offset = 0u16;
+        for e in self.sorted() {
+            let own = self.entries[self.index_of[usize::from(e.id)] as usize].1;
+            let first = previous.map_or(0, |p| i32::from(p) + 1);
+            self.total += id_bits(link, i32::from(e.id) - first)
+                + offset_bits(e.offset, previous_offset)
+                + own;
+            previous = Some(e.id);
+            if let Some(o) = e.offset {
+                previous_offset = o;
+            }
+        }
+        first_dropped
+    }
 }
 
 enum Source<'a> {

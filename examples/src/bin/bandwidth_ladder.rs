@@ -481,7 +481,10 @@ impl Rung {
 /// contains).
 const FIELD_GROUPS: [(&str, &[&str]); 8] = [
     ("ids", &["object id", "entry count"]),
-    ("flags", &["flag", "path", "at rest", "same largest", "changed"]),
+    (
+        "flags",
+        &["flag", "path", "at rest", "same largest", "changed"],
+    ),
     ("linear_velocity", &["linear velocity"]),
     ("angular_velocity", &["angular velocity"]),
     ("baseline", &["baseline"]),
