@@ -189,14 +189,14 @@ fn pick(f: Field, seed: u32, min: i64, max: i64) -> i64 {
     match f {
         Field::Valid => min + i64::from(seed) % (max - min + 1),
         Field::Edge => {
-            if seed % 2 == 0 {
+            if seed.is_multiple_of(2) {
                 min
             } else {
                 max
             }
         }
         Field::Beyond => {
-            if seed % 2 == 0 {
+            if seed.is_multiple_of(2) {
                 min - 1
             } else {
                 max + 1
