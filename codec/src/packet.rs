@@ -1,9 +1,11 @@
 //! Whole datagrams: a header, then sections of delta-coded entries, filled in priority order to a byte budget.
 //!
-//! A section holds entries of one state type: the sender's frame number, then per entry a "more" flag, the object
-//! id, whether it has a baseline and which one (as an offset back from the packet's own sequence, so that the
-//! receiver finds it in its history), and the entry along its delta path. The header's `ack` field acknowledges the
-//! other direction's packets, so baselines are named relative to this packet's `sequence`.
+//! A section holds entries of one state type: the sender's frame number and the entry count, then per entry, in
+//! ascending id order, the id as the gap from the previous one, whether it has a baseline and which one (as an offset
+//! back from the packet's own sequence, so that the receiver finds it in its history), and the entry along its delta
+//! path. The writer chooses entries in priority order while the budget lasts and writes them sorted, so ids cost
+//! their gaps and no id appears twice. The header's `ack` field acknowledges the other direction's packets, so
+//! baselines are named relative to this packet's `sequence`. Nothing may follow the last section.
 
 use crate::arith::{ArithReadStream, ArithWriteStream, FieldCosts};
 use crate::baseline::{AckTracker, MAX_BASELINE_OFFSET, ReceiveHistory};
