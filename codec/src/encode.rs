@@ -21,6 +21,11 @@ pub struct StateConfig {
     pub quant: QuantConfig,
     /// The ballistic predictor's constants.
     pub predictor: Predictor,
+    /// Bodies travel as pose and at-rest flag only, velocities off the wire: for a receiver that interpolates
+    /// between snapshots and never extrapolates (the published snapshot-compression scene codes cubes this way).
+    /// There is no predictor then (it would run on zero velocities). Writing a state with a velocity fails, so the
+    /// sender strips them first ([`BodyState::without_velocities`]); reading gives zero velocities.
+    pub pose_only: bool,
 }
 
 /// The component bounds of the small, medium and large buckets of one kind of residual (increasing).
@@ -234,15 +239,18 @@ fn rotation_residual<S: Stream>(
 #[inline]
 fn body_residual<S: Stream>(
     s: &mut S,
-    quant: &QuantConfig,
+    config: &StateConfig,
     b: &mut BodyState,
     r: &BodyState,
 ) -> Result<(), CodecError> {
+    let quant = &config.quant;
     s.bool(AT_REST, &mut b.at_rest)?;
     vec_residual(s, &POSITION, POSITION_BUCKETS, &mut b.position, &r.position)?;
     check_bounds(&quant.position, &b.position, ABS_POSITION)?;
     rotation_residual(s, quant, &mut b.rotation, &r.rotation)?;
-    if b.at_rest {
+    if config.pose_only {
+        velocities_off::<S>(b)?;
+    } else if b.at_rest {
         b.linear_velocity = [0; 3];
         b.angular_velocity = [0; 3];
     } else {
@@ -279,6 +287,19 @@ fn body_residual<S: Stream>(
         )?;
         check_bounds(&quant.angular_velocity, &b.angular_velocity, ABS_ANGULAR)?;
     }
+    Ok(())
+}
+
+/// A pose-only body's velocities: none may be written (the receiver could not know them), and zero when read.
+#[inline]
+fn velocities_off<S: Stream>(b: &mut BodyState) -> Result<(), CodecError> {
+    if !S::READING && !b.has_no_velocity() {
+        return Err(CodecError::Invalid {
+            field: "velocity of a pose-only body",
+        });
+    }
+    b.linear_velocity = [0; 3];
+    b.angular_velocity = [0; 3];
     Ok(())
 }
 
@@ -366,7 +387,11 @@ fn rotation_absolute_bits(quant: &QuantConfig, r: &QuantizedRotation) -> Option<
 
 /// Bits [`body_residual`] writes, or `None` when it fails: the same checks, in arithmetic.
 #[inline]
-fn body_residual_bits(quant: &QuantConfig, b: &BodyState, r: &BodyState) -> Option<u64> {
+fn body_residual_bits(config: &StateConfig, b: &BodyState, r: &BodyState) -> Option<u64> {
+    let quant = &config.quant;
+    if config.pose_only && !b.has_no_velocity() {
+        return None;
+    }
     let mut bits = 1 + vec_residual_bits(POSITION_BUCKETS, &b.position, &r.position)?;
     if !quant.position.contains(b.position) {
         return None;
@@ -389,7 +414,7 @@ fn body_residual_bits(quant: &QuantConfig, b: &BodyState, r: &BodyState) -> Opti
     } else {
         bits += rotation_absolute_bits(quant, &b.rotation)?;
     }
-    if !b.at_rest {
+    if !b.at_rest && !config.pose_only {
         bits += vec_residual_bits(LINEAR_BUCKETS, &b.linear_velocity, &r.linear_velocity)?;
         bits += vec_residual_bits(ANGULAR_BUCKETS, &b.angular_velocity, &r.angular_velocity)?;
         if !quant.linear_velocity.contains(b.linear_velocity)
@@ -403,11 +428,15 @@ fn body_residual_bits(quant: &QuantConfig, b: &BodyState, r: &BodyState) -> Opti
 
 /// Bits [`body_absolute`] writes, or `None` when it fails.
 #[inline]
-fn body_absolute_bits(quant: &QuantConfig, b: &BodyState) -> Option<u64> {
+fn body_absolute_bits(config: &StateConfig, b: &BodyState) -> Option<u64> {
+    let quant = &config.quant;
+    if config.pose_only && !b.has_no_velocity() {
+        return None;
+    }
     let mut bits = 1
         + vec_absolute_bits(&quant.position, &b.position)?
         + rotation_absolute_bits(quant, &b.rotation)?;
-    if !b.at_rest {
+    if !b.at_rest && !config.pose_only {
         bits += vec_absolute_bits(&quant.linear_velocity, &b.linear_velocity)?;
         bits += vec_absolute_bits(&quant.angular_velocity, &b.angular_velocity)?;
     }
@@ -420,13 +449,16 @@ const META_BITS: u64 = 8 + 16 + 16;
 #[inline]
 fn body_absolute<S: Stream>(
     s: &mut S,
-    quant: &QuantConfig,
+    config: &StateConfig,
     b: &mut BodyState,
 ) -> Result<(), CodecError> {
+    let quant = &config.quant;
     s.bool(AT_REST, &mut b.at_rest)?;
     vec_absolute(s, ABS_POSITION, &quant.position, &mut b.position)?;
     rotation_absolute(s, quant, &mut b.rotation)?;
-    if b.at_rest {
+    if config.pose_only {
+        velocities_off::<S>(b)?;
+    } else if b.at_rest {
         b.linear_velocity = [0; 3];
         b.angular_velocity = [0; 3];
     } else {
@@ -478,7 +510,7 @@ impl DeltaState for ObjectState {
 
     #[inline]
     fn predict(config: &StateConfig, baseline: &Self, frames: u16) -> Option<Self> {
-        if frames == 0 || frames > crate::predict::MAX_PREDICT_FRAMES {
+        if config.pose_only || frames == 0 || frames > crate::predict::MAX_PREDICT_FRAMES {
             return None;
         }
         Some(Self {
@@ -495,7 +527,7 @@ impl DeltaState for ObjectState {
         value: &mut Self,
         reference: &Self,
     ) -> Result<(), CodecError> {
-        body_residual(s, &config.quant, &mut value.body, &reference.body)?;
+        body_residual(s, config, &mut value.body, &reference.body)?;
         let mut changed = value.authority != reference.authority
             || value.authority_seq != reference.authority_seq
             || value.ownership_seq != reference.ownership_seq;
@@ -515,7 +547,7 @@ impl DeltaState for ObjectState {
         config: &StateConfig,
         value: &mut Self,
     ) -> Result<(), CodecError> {
-        body_absolute(s, &config.quant, &mut value.body)?;
+        body_absolute(s, config, &mut value.body)?;
         meta(s, value)
     }
 
@@ -525,12 +557,12 @@ impl DeltaState for ObjectState {
             || value.authority_seq != reference.authority_seq
             || value.ownership_seq != reference.ownership_seq;
         let meta = 1 + if changed { META_BITS } else { 0 };
-        Some(body_residual_bits(&config.quant, &value.body, &reference.body)? + meta)
+        Some(body_residual_bits(config, &value.body, &reference.body)? + meta)
     }
 
     #[inline]
     fn absolute_bits(config: &StateConfig, value: &Self) -> Option<u64> {
-        Some(body_absolute_bits(&config.quant, &value.body)? + META_BITS)
+        Some(body_absolute_bits(config, &value.body)? + META_BITS)
     }
 }
 
@@ -916,6 +948,50 @@ mod tests {
             }
             sizes_agree(&config, &value, &base)?;
             sizes_agree(&config, &value, &prediction)?;
+        }
+
+        #[test]
+        fn pose_only_objects_round_trip_without_velocities(
+            base in object(),
+            noise in prop::array::uniform9(0i32..20000),
+            spread in prop::sample::select(vec![0, 15, 255, 8191]),
+            flip in any::<bool>(),
+        ) {
+            let config = StateConfig { pose_only: true, ..StateConfig::default() };
+            let strip = |mut s: ObjectState| {
+                s.body = s.body.without_velocities();
+                s
+            };
+            let base = strip(base);
+            let value = strip(nudge(&base, noise, spread, flip));
+            prop_assert_eq!(ObjectState::predict(&config, &base, 6), None);
+            prop_assert!(round_trip(&config, base, Some(&base), DeltaPath::Unchanged)?);
+            prop_assert!(round_trip(&config, value, None, DeltaPath::Absolute)?);
+            prop_assert!(round_trip(&config, value, Some(&base), DeltaPath::Absolute)?);
+            prop_assert!(round_trip(&config, value, Some(&base), DeltaPath::Delta)?);
+            for (v, b) in [(value, Some(&base)), (value, None), (base, Some(&base))] {
+                prop_assert_eq!(plan(&config, &v, b, None).ok(), measured_plan(&config, &v, b, None));
+            }
+            sizes_agree(&config, &value, &base)?;
+            // The pose costs what it costs on a full-state link, minus the velocities.
+            let full = StateConfig::default();
+            let pose_bits = ObjectState::absolute_bits(&config, &value).unwrap();
+            prop_assert!(pose_bits <= ObjectState::absolute_bits(&full, &value).unwrap());
+        }
+
+        #[test]
+        fn pose_only_refuses_to_write_a_velocity(base in object(), lin in prop::array::uniform3(1i32..100)) {
+            // A velocity the receiver would never see would leave the two ends with different baselines.
+            let config = StateConfig { pose_only: true, ..StateConfig::default() };
+            let mut moving = base;
+            moving.body.at_rest = false;
+            moving.body.linear_velocity = lin;
+            let still = ObjectState { body: base.body.without_velocities(), ..base };
+            prop_assert!(plan(&config, &moving, Some(&still), None).is_err());
+            prop_assert!(plan(&config, &moving, None, None).is_err());
+            let mut w = BitWriteStream::new();
+            let (mut v, mut p) = (moving, DeltaPath::Absolute);
+            prop_assert!(serialize_entry(&mut w, &config, &mut v, &mut p, None, None).is_err());
         }
 
         #[test]
