@@ -7,8 +7,10 @@
 //! leading one with a model chosen by `k`, and the remaining low bits at even odds. A flag is one adaptive bit. Each [`Ctx`] owns its own set of models, and every packet starts from
 //! fresh models, so packets decode independently of each other.
 
+use std::cell::{Cell, RefCell};
+
 use crate::error::CodecError;
-use crate::range::{EncoderCheckpoint, PROB_INIT, RangeDecoder, RangeEncoder};
+use crate::range::{EncoderCheckpoint, PROB_INIT, PROB_ONE, RangeDecoder, RangeEncoder};
 use crate::stream::{Ctx, Stream, check_range};
 
 const SMALL_SPAN: i64 = 15;
@@ -26,17 +28,60 @@ fn tree_slot(levels: u32, node: usize) -> usize {
     (1 << levels) + node - 1
 }
 
+/// Model tables no longer in use on this thread, reset and handed to the next stream: a sender or receiver
+/// codes a datagram after another, and the table (about 50 KB) is taken from here instead of the allocator.
+const POOLED_TABLES: usize = 4;
+
+thread_local! {
+    static TABLES: RefCell<Vec<Vec<u16>>> = const { RefCell::new(Vec::new()) };
+    static TABLES_ALLOCATED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Model tables this thread has taken from the allocator so far (the rest came from the pool).
+pub fn model_tables_allocated() -> u64 {
+    TABLES_ALLOCATED.with(Cell::get)
+}
+
 /// The adaptive models of every context.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Models {
     probs: Vec<u16>,
 }
 
 impl Models {
     fn new() -> Self {
-        Self {
-            probs: vec![PROB_INIT; PER_CTX * Ctx::COUNT],
-        }
+        let mut probs = Self::table();
+        probs.fill(PROB_INIT);
+        Self { probs }
+    }
+
+    /// A table of the right length with any contents.
+    fn table() -> Vec<u16> {
+        TABLES.with(|t| t.borrow_mut().pop()).unwrap_or_else(|| {
+            TABLES_ALLOCATED.with(|n| n.set(n.get() + 1));
+            vec![PROB_INIT; PER_CTX * Ctx::COUNT]
+        })
+    }
+}
+
+impl Clone for Models {
+    fn clone(&self) -> Self {
+        let mut probs = Self::table();
+        probs.copy_from_slice(&self.probs);
+        Self { probs }
+    }
+}
+
+impl Drop for Models {
+    fn drop(&mut self) {
+        let probs = std::mem::take(&mut self.probs);
+        // During thread teardown the pool may be gone; the table is then simply freed.
+        let _ = TABLES.try_with(|t| {
+            let mut t = t.borrow_mut();
+            if t.len() < POOLED_TABLES {
+                t.push(probs);
+            }
+        });
     }
 }
 
@@ -69,6 +114,58 @@ fn bit_length(m: u64) -> u32 {
     64 - m.leading_zeros()
 }
 
+/// The modelled probability of `bit` under a model whose probability of 0 is `p0`.
+#[inline]
+fn probability(p0: u16, bit: bool) -> f64 {
+    let p0 = f64::from(p0) / f64::from(PROB_ONE);
+    if bit { 1.0 - p0 } else { p0 }
+}
+
+/// The information each context's coded decisions carried, in bits (the negative log2 of each decision's modelled
+/// probability): where a stream's bits go, field by field, without changing what is written.
+#[derive(Debug, Clone)]
+pub struct FieldCosts {
+    bits: [f64; Ctx::COUNT],
+    names: [&'static str; Ctx::COUNT],
+}
+
+impl Default for FieldCosts {
+    fn default() -> Self {
+        Self {
+            bits: [0.0; Ctx::COUNT],
+            names: [""; Ctx::COUNT],
+        }
+    }
+}
+
+impl FieldCosts {
+    /// Every context that coded something: its field name and the bits it cost.
+    pub fn by_field(&self) -> impl Iterator<Item = (&'static str, f64)> + '_ {
+        self.bits
+            .iter()
+            .zip(self.names.iter())
+            .filter(|(b, _)| **b > 0.0)
+            .map(|(b, n)| (*n, *b))
+    }
+
+    /// Adds another tally into this one.
+    pub fn add(&mut self, other: &FieldCosts) {
+        for i in 0..Ctx::COUNT {
+            self.bits[i] += other.bits[i];
+            if !other.names[i].is_empty() {
+                self.names[i] = other.names[i];
+            }
+        }
+    }
+
+    #[inline]
+    fn charge(&mut self, ctx: Ctx, bits: f64) {
+        let slot = ctx.slot();
+        self.bits[slot] += bits;
+        self.names[slot] = ctx.name;
+    }
+}
+
 /// Codes values into a range-coded byte stream.
 #[derive(Debug, Clone)]
 pub struct ArithWriteStream {
@@ -76,6 +173,8 @@ pub struct ArithWriteStream {
     models: Models,
     undo: Vec<(u32, u16)>,
     logging: bool,
+    costs: Option<Box<FieldCosts>>,
+    costs_at_checkpoint: Option<Box<FieldCosts>>,
 }
 
 /// A point to return to if a tentative write does not fit.
@@ -99,7 +198,19 @@ impl ArithWriteStream {
             models: Models::new(),
             undo: Vec::new(),
             logging: false,
+            costs: None,
+            costs_at_checkpoint: None,
         }
+    }
+
+    /// Starts tallying what each context costs (see [`FieldCosts`]); slower, for benchmarks.
+    pub fn track_costs(&mut self) {
+        self.costs = Some(Box::default());
+    }
+
+    /// The tally since [`ArithWriteStream::track_costs`], if tracking.
+    pub fn costs(&self) -> Option<&FieldCosts> {
+        self.costs.as_deref()
     }
 
     /// The number of bytes [`ArithWriteStream::finish`] would return now.
@@ -111,6 +222,9 @@ impl ArithWriteStream {
     /// [`ArithWriteStream::rollback`].
     pub fn checkpoint(&mut self) -> ArithCheckpoint {
         self.logging = true;
+        if let Some(costs) = &self.costs {
+            self.costs_at_checkpoint = Some(costs.clone());
+        }
         ArithCheckpoint {
             enc: self.enc.checkpoint(),
             undo_len: self.undo.len(),
@@ -131,6 +245,9 @@ impl ArithWriteStream {
                 self.models.probs[i as usize] = p;
             }
         }
+        if let Some(costs) = self.costs_at_checkpoint.take() {
+            self.costs = Some(costs);
+        }
         self.logging = false;
         self.undo.clear();
     }
@@ -145,10 +262,29 @@ impl ArithWriteStream {
         if self.logging {
             self.undo.push((index as u32, self.models.probs[index]));
         }
+        if let Some(costs) = self.costs.as_deref_mut() {
+            costs.bits[index / PER_CTX] -= probability(self.models.probs[index], bit).log2();
+        }
         self.enc.encode_bit(&mut self.models.probs[index], bit);
     }
 
+    #[inline]
+    fn name(&mut self, ctx: Ctx) {
+        if let Some(costs) = self.costs.as_deref_mut() {
+            costs.charge(ctx, 0.0);
+        }
+    }
+
+    #[inline]
+    fn direct(&mut self, ctx: Ctx, value: u32, bits: u32) {
+        if let Some(costs) = self.costs.as_deref_mut() {
+            costs.charge(ctx, f64::from(bits));
+        }
+        self.enc.encode_direct(value, bits);
+    }
+
     fn value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
+        self.name(ctx);
         let c = ctx.slot() * PER_CTX;
         if max - min <= SMALL_SPAN {
             let x = (value - min) as u32;
@@ -184,10 +320,10 @@ impl ArithWriteStream {
             let rest = k - 2;
             let low = m & ((1u64 << rest) - 1);
             if rest > 16 {
-                self.enc.encode_direct((low >> 16) as u32, rest - 16);
-                self.enc.encode_direct((low & 0xFFFF) as u32, 16);
+                self.direct(ctx, (low >> 16) as u32, rest - 16);
+                self.direct(ctx, (low & 0xFFFF) as u32, 16);
             } else {
-                self.enc.encode_direct(low as u32, rest);
+                self.direct(ctx, low as u32, rest);
             }
         }
     }
@@ -198,6 +334,7 @@ impl Stream for ArithWriteStream {
 
     #[inline]
     fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
+        self.name(ctx);
         self.bit(ctx.slot() * PER_CTX + FLAG, *value);
         Ok(())
     }
@@ -223,6 +360,7 @@ impl Stream for ArithWriteStream {
 pub struct ArithReadStream<'a> {
     dec: RangeDecoder<'a>,
     models: Models,
+    costs: Option<Box<FieldCosts>>,
 }
 
 impl<'a> ArithReadStream<'a> {
@@ -231,7 +369,33 @@ impl<'a> ArithReadStream<'a> {
         Ok(Self {
             dec: RangeDecoder::new(bytes)?,
             models: Models::new(),
+            costs: None,
         })
+    }
+
+    /// Starts tallying what each context cost the sender (see [`FieldCosts`]); slower, for benchmarks.
+    pub fn track_costs(&mut self) {
+        self.costs = Some(Box::default());
+    }
+
+    /// The tally since [`ArithReadStream::track_costs`], if tracking.
+    pub fn costs(&self) -> Option<&FieldCosts> {
+        self.costs.as_deref()
+    }
+
+    #[inline]
+    fn name(&mut self, ctx: Ctx) {
+        if let Some(costs) = self.costs.as_deref_mut() {
+            costs.charge(ctx, 0.0);
+        }
+    }
+
+    #[inline]
+    fn direct(&mut self, ctx: Ctx, bits: u32) -> Result<u32, CodecError> {
+        if let Some(costs) = self.costs.as_deref_mut() {
+            costs.charge(ctx, f64::from(bits));
+        }
+        self.dec.decode_direct(bits)
     }
 
     /// Bytes consumed so far.
@@ -239,12 +403,28 @@ impl<'a> ArithReadStream<'a> {
         self.dec.position()
     }
 
+    /// Checks that the decoder consumed every byte: the encoder's flush ends exactly where the decoder stops.
+    pub fn finish(&self) -> Result<(), CodecError> {
+        if self.dec.position() != self.dec.len() {
+            return Err(CodecError::Invalid {
+                field: "trailing bytes",
+            });
+        }
+        Ok(())
+    }
+
     #[inline]
     fn bit(&mut self, index: usize) -> Result<bool, CodecError> {
-        self.dec.decode_bit(&mut self.models.probs[index])
+        let p0 = self.models.probs[index];
+        let bit = self.dec.decode_bit(&mut self.models.probs[index])?;
+        if let Some(costs) = self.costs.as_deref_mut() {
+            costs.bits[index / PER_CTX] -= probability(p0, bit).log2();
+        }
+        Ok(bit)
     }
 
     fn value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
+        self.name(ctx);
         let c = ctx.slot() * PER_CTX;
         if max - min <= SMALL_SPAN {
             let levels = bit_length((max - min) as u64);
@@ -284,10 +464,10 @@ impl<'a> ArithReadStream<'a> {
         if k >= 3 {
             let rest = k - 2;
             let low = if rest > 16 {
-                let hi = u64::from(self.dec.decode_direct(rest - 16)?);
-                (hi << 16) | u64::from(self.dec.decode_direct(16)?)
+                let hi = u64::from(self.direct(ctx, rest - 16)?);
+                (hi << 16) | u64::from(self.direct(ctx, 16)?)
             } else {
-                u64::from(self.dec.decode_direct(rest)?)
+                u64::from(self.direct(ctx, rest)?)
             };
             m = (m << rest) | low;
         }
@@ -305,6 +485,7 @@ impl Stream for ArithReadStream<'_> {
 
     #[inline]
     fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
+        self.name(ctx);
         *value = self.bit(ctx.slot() * PER_CTX + FLAG)?;
         Ok(())
     }
@@ -329,6 +510,29 @@ mod tests {
 
     const A: Ctx = Ctx::new(1, "a");
     const B: Ctx = Ctx::new(2, "b");
+
+    #[test]
+    fn model_tables_are_reused_across_datagrams() {
+        // A fresh thread, so the count is this test's alone: a writer and a reader per datagram, 50 datagrams.
+        std::thread::spawn(|| {
+            for i in 0..50 {
+                let mut w = ArithWriteStream::new();
+                w.int(A, &mut (i % 7), -10, 10).unwrap();
+                let bytes = w.finish();
+                let mut r = ArithReadStream::new(&bytes).unwrap();
+                let mut v = 0;
+                r.int(A, &mut v, -10, 10).unwrap();
+                assert_eq!(v, i % 7);
+            }
+            assert!(
+                model_tables_allocated() <= 2,
+                "{}",
+                model_tables_allocated()
+            );
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn small_deltas_cost_less_than_bitpacking() {

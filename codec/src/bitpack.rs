@@ -151,6 +151,17 @@ impl<'a> BitReadStream<'a> {
         self.source_bits + u64::from(self.acc_bits)
     }
 
+    /// Checks that only the final byte's zero padding is left: a writer never leaves more.
+    pub fn finish(mut self) -> Result<(), CodecError> {
+        let left = self.bits_left();
+        if left >= 8 || self.get(left as u32)? != 0 {
+            return Err(CodecError::Invalid {
+                field: "trailing bytes",
+            });
+        }
+        Ok(())
+    }
+
     #[inline(never)]
     fn refill(&mut self) -> Result<(), CodecError> {
         while self.acc_bits <= 32 && self.source_bits > 0 {

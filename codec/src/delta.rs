@@ -12,9 +12,25 @@ use crate::error::CodecError;
 use crate::quant::bits_for;
 use crate::stream::{Ctx, MeasureStream, Stream};
 
-const UNCHANGED: Ctx = Ctx::new(0, "unchanged flag");
-const PERFECT: Ctx = Ctx::new(1, "perfect prediction flag");
-const PATH: Ctx = Ctx::new(2, "encoding path");
+/// The entry's tags, each under a context of the baseline's motion class (see [`DeltaState::motion_class`]).
+const UNCHANGED: [Ctx; MOTION_CLASSES] = [
+    Ctx::new(0, "unchanged flag"),
+    Ctx::new(32, "unchanged flag, slow baseline"),
+    Ctx::new(33, "unchanged flag, moving baseline"),
+];
+const PERFECT: [Ctx; MOTION_CLASSES] = [
+    Ctx::new(1, "perfect prediction flag"),
+    Ctx::new(34, "perfect prediction flag, slow baseline"),
+    Ctx::new(35, "perfect prediction flag, moving baseline"),
+];
+const PATH: [Ctx; MOTION_CLASSES] = [
+    Ctx::new(2, "encoding path"),
+    Ctx::new(36, "encoding path, slow baseline"),
+    Ctx::new(37, "encoding path, moving baseline"),
+];
+
+/// Number of motion classes [`DeltaState::motion_class`] may return.
+pub const MOTION_CLASSES: usize = 3;
 
 /// A state that can be sent as a change against an earlier state of the same object.
 pub trait DeltaState: Copy + PartialEq + Default {
@@ -41,6 +57,14 @@ pub trait DeltaState: Copy + PartialEq + Default {
         config: &Self::Config,
         value: &mut Self,
     ) -> Result<(), CodecError>;
+
+    /// How the baseline moves, in `0..MOTION_CLASSES` (0: still, 1: slowly, 2: moving): the entry's tags (unchanged,
+    /// perfect prediction, path) are coded under a context of this class, so a resting object's "unchanged" costs
+    /// a fraction of a bit while a moving one's does not skew it. Types without motion keep the default, 0.
+    #[inline]
+    fn motion_class(&self) -> usize {
+        0
+    }
 
     /// Bits [`DeltaState::serialize_residual`] writes with the bit-packing back end, or `None` when writing it
     /// fails. The encoder's choice of path asks this for every candidate of every entry, so a type on a hot path
@@ -172,13 +196,16 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
 ) -> Result<(), CodecError> {
     let Some(base) = baseline else {
         if !S::READING && *path != DeltaPath::Absolute {
-            return Err(CodecError::Invalid { field: PATH.name });
+            return Err(CodecError::Invalid {
+                field: PATH[0].name,
+            });
         }
         *path = DeltaPath::Absolute;
         return T::serialize_absolute(s, config, value);
     };
+    let class = base.motion_class().min(MOTION_CLASSES - 1);
     let mut unchanged = *path == DeltaPath::Unchanged;
-    s.bool(UNCHANGED, &mut unchanged)?;
+    s.bool(UNCHANGED[class], &mut unchanged)?;
     if unchanged {
         *path = DeltaPath::Unchanged;
         *value = *base;
@@ -186,7 +213,7 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
     }
     if let Some(p) = prediction {
         let mut perfect = *path == DeltaPath::Predicted;
-        s.bool(PERFECT, &mut perfect)?;
+        s.bool(PERFECT[class], &mut perfect)?;
         if perfect {
             *path = DeltaPath::Predicted;
             *value = *p;
@@ -201,10 +228,12 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
         DeltaPath::Unchanged | DeltaPath::Predicted => -1,
     };
     if !S::READING && tag < first {
-        return Err(CodecError::Invalid { field: PATH.name });
+        return Err(CodecError::Invalid {
+            field: PATH[class].name,
+        });
     }
     let mut coded = tag - first;
-    s.int(PATH, &mut coded, 0, 2 - first)?;
+    s.int(PATH[class], &mut coded, 0, 2 - first)?;
     tag = coded + first;
     match (tag, prediction) {
         (0, Some(p)) => {

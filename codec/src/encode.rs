@@ -21,6 +21,11 @@ pub struct StateConfig {
     pub quant: QuantConfig,
     /// The ballistic predictor's constants.
     pub predictor: Predictor,
+    /// Bodies travel as pose and at-rest flag only, velocities off the wire: for a receiver that interpolates
+    /// between snapshots and never extrapolates (the published snapshot-compression scene codes cubes this way).
+    /// There is no predictor then (it would run on zero velocities). Writing a state with a velocity fails, so the
+    /// sender strips them first ([`BodyState::without_velocities`]); reading gives zero velocities.
+    pub pose_only: bool,
 }
 
 /// The component bounds of the small, medium and large buckets of one kind of residual (increasing).
@@ -60,9 +65,12 @@ const ROTATION: VecCtx = VecCtx {
 const LINEAR: VecCtx = VecCtx {
     bucket: Ctx::new(10, "linear velocity residual bucket"),
     axes: [
-        Ctx::new(11, "linear velocity residual x"),
-        Ctx::new(12, "linear velocity residual y"),
-        Ctx::new(13, "linear velocity residual z"),
+        Ctx::new(11, "linear velocity residual, no position residual"),
+        Ctx::new(12, "linear velocity residual, small position residual"),
+        Ctx::new(
+            13,
+            "linear velocity residual, small negative position residual",
+        ),
     ],
 };
 const ANGULAR: VecCtx = VecCtx {
@@ -231,29 +239,48 @@ fn rotation_residual<S: Stream>(
 #[inline]
 fn body_residual<S: Stream>(
     s: &mut S,
-    quant: &QuantConfig,
+    config: &StateConfig,
     b: &mut BodyState,
     r: &BodyState,
 ) -> Result<(), CodecError> {
+    let quant = &config.quant;
     s.bool(AT_REST, &mut b.at_rest)?;
     vec_residual(s, &POSITION, POSITION_BUCKETS, &mut b.position, &r.position)?;
     check_bounds(&quant.position, &b.position, ABS_POSITION)?;
     rotation_residual(s, quant, &mut b.rotation, &r.rotation)?;
-    if b.at_rest {
+    if config.pose_only {
+        velocities_off::<S>(b)?;
+    } else if b.at_rest {
         b.linear_velocity = [0; 3];
         b.angular_velocity = [0; 3];
     } else {
+        // A body pushed off its predicted path shows it in both its position and its velocity residual, with the
+        // same sign: each velocity component is coded under a context of the position residual on its axis.
+        let moved = [0, 1, 2].map(|i| i64::from(b.position[i]) - i64::from(r.position[i]));
+        let linear = VecCtx {
+            bucket: LINEAR_BUCKET_BY_POSITION
+                [magnitude_class(moved.iter().map(|d| d.abs()).max().unwrap_or(0))],
+            axes: moved.map(|d| LINEAR_BY_POSITION[signed_class(d)]),
+        };
         vec_residual(
             s,
-            &LINEAR,
+            &linear,
             LINEAR_BUCKETS,
             &mut b.linear_velocity,
             &r.linear_velocity,
         )?;
         check_bounds(&quant.linear_velocity, &b.linear_velocity, ABS_LINEAR)?;
+        let pushed = (0..3)
+            .map(|i| (i64::from(b.linear_velocity[i]) - i64::from(r.linear_velocity[i])).abs())
+            .max()
+            .unwrap_or(0);
+        let angular = VecCtx {
+            bucket: ANGULAR_BUCKET_BY_LINEAR[magnitude_class(pushed)],
+            axes: ANGULAR.axes,
+        };
         vec_residual(
             s,
-            &ANGULAR,
+            &angular,
             ANGULAR_BUCKETS,
             &mut b.angular_velocity,
             &r.angular_velocity,
@@ -261,6 +288,91 @@ fn body_residual<S: Stream>(
         check_bounds(&quant.angular_velocity, &b.angular_velocity, ABS_ANGULAR)?;
     }
     Ok(())
+}
+
+/// A pose-only body's velocities: none may be written (the receiver could not know them), and zero when read.
+#[inline]
+fn velocities_off<S: Stream>(b: &mut BodyState) -> Result<(), CodecError> {
+    if !S::READING && !b.has_no_velocity() {
+        return Err(CodecError::Invalid {
+            field: "velocity of a pose-only body",
+        });
+    }
+    b.linear_velocity = [0; 3];
+    b.angular_velocity = [0; 3];
+    Ok(())
+}
+
+/// The linear velocity residual's bucket tag, by the magnitude class of the position residual.
+const LINEAR_BUCKET_BY_POSITION: [Ctx; 4] = [
+    LINEAR.bucket,
+    Ctx::new(
+        38,
+        "linear velocity residual bucket, small position residual",
+    ),
+    Ctx::new(
+        39,
+        "linear velocity residual bucket, medium position residual",
+    ),
+    Ctx::new(
+        50,
+        "linear velocity residual bucket, large position residual",
+    ),
+];
+/// A linear velocity residual component, by the sign and magnitude class of the position residual on its axis.
+const LINEAR_BY_POSITION: [Ctx; 7] = [
+    LINEAR.axes[0],
+    LINEAR.axes[1],
+    LINEAR.axes[2],
+    Ctx::new(51, "linear velocity residual, medium position residual"),
+    Ctx::new(
+        52,
+        "linear velocity residual, medium negative position residual",
+    ),
+    Ctx::new(53, "linear velocity residual, large position residual"),
+    Ctx::new(
+        54,
+        "linear velocity residual, large negative position residual",
+    ),
+];
+/// The angular velocity residual's bucket tag, by the magnitude class of the linear velocity residual.
+const ANGULAR_BUCKET_BY_LINEAR: [Ctx; 4] = [
+    ANGULAR.bucket,
+    Ctx::new(
+        55,
+        "angular velocity residual bucket, small linear residual",
+    ),
+    Ctx::new(
+        56,
+        "angular velocity residual bucket, medium linear residual",
+    ),
+    Ctx::new(
+        57,
+        "angular velocity residual bucket, large linear residual",
+    ),
+];
+
+/// 0 for no change, then small (up to 7), medium (up to 63), large.
+#[inline]
+fn magnitude_class(m: i64) -> usize {
+    match m {
+        0 => 0,
+        1..=7 => 1,
+        8..=63 => 2,
+        _ => 3,
+    }
+}
+
+/// [`magnitude_class`] split by sign: 0, then small, medium and large each positive and negative (small ones share
+/// two contexts by sign only).
+#[inline]
+fn signed_class(d: i64) -> usize {
+    match magnitude_class(d.abs()) {
+        0 => 0,
+        1 => 1 + usize::from(d < 0),
+        2 => 3 + usize::from(d < 0),
+        _ => 5 + usize::from(d < 0),
+    }
 }
 
 /// Bits [`rotation_absolute`] writes, or `None` when a field is out of range.
@@ -275,7 +387,11 @@ fn rotation_absolute_bits(quant: &QuantConfig, r: &QuantizedRotation) -> Option<
 
 /// Bits [`body_residual`] writes, or `None` when it fails: the same checks, in arithmetic.
 #[inline]
-fn body_residual_bits(quant: &QuantConfig, b: &BodyState, r: &BodyState) -> Option<u64> {
+fn body_residual_bits(config: &StateConfig, b: &BodyState, r: &BodyState) -> Option<u64> {
+    let quant = &config.quant;
+    if config.pose_only && !b.has_no_velocity() {
+        return None;
+    }
     let mut bits = 1 + vec_residual_bits(POSITION_BUCKETS, &b.position, &r.position)?;
     if !quant.position.contains(b.position) {
         return None;
@@ -298,7 +414,7 @@ fn body_residual_bits(quant: &QuantConfig, b: &BodyState, r: &BodyState) -> Opti
     } else {
         bits += rotation_absolute_bits(quant, &b.rotation)?;
     }
-    if !b.at_rest {
+    if !b.at_rest && !config.pose_only {
         bits += vec_residual_bits(LINEAR_BUCKETS, &b.linear_velocity, &r.linear_velocity)?;
         bits += vec_residual_bits(ANGULAR_BUCKETS, &b.angular_velocity, &r.angular_velocity)?;
         if !quant.linear_velocity.contains(b.linear_velocity)
@@ -312,11 +428,15 @@ fn body_residual_bits(quant: &QuantConfig, b: &BodyState, r: &BodyState) -> Opti
 
 /// Bits [`body_absolute`] writes, or `None` when it fails.
 #[inline]
-fn body_absolute_bits(quant: &QuantConfig, b: &BodyState) -> Option<u64> {
+fn body_absolute_bits(config: &StateConfig, b: &BodyState) -> Option<u64> {
+    let quant = &config.quant;
+    if config.pose_only && !b.has_no_velocity() {
+        return None;
+    }
     let mut bits = 1
         + vec_absolute_bits(&quant.position, &b.position)?
         + rotation_absolute_bits(quant, &b.rotation)?;
-    if !b.at_rest {
+    if !b.at_rest && !config.pose_only {
         bits += vec_absolute_bits(&quant.linear_velocity, &b.linear_velocity)?;
         bits += vec_absolute_bits(&quant.angular_velocity, &b.angular_velocity)?;
     }
@@ -329,13 +449,16 @@ const META_BITS: u64 = 8 + 16 + 16;
 #[inline]
 fn body_absolute<S: Stream>(
     s: &mut S,
-    quant: &QuantConfig,
+    config: &StateConfig,
     b: &mut BodyState,
 ) -> Result<(), CodecError> {
+    let quant = &config.quant;
     s.bool(AT_REST, &mut b.at_rest)?;
     vec_absolute(s, ABS_POSITION, &quant.position, &mut b.position)?;
     rotation_absolute(s, quant, &mut b.rotation)?;
-    if b.at_rest {
+    if config.pose_only {
+        velocities_off::<S>(b)?;
+    } else if b.at_rest {
         b.linear_velocity = [0; 3];
         b.angular_velocity = [0; 3];
     } else {
@@ -362,12 +485,32 @@ fn meta<S: Stream>(s: &mut S, o: &mut ObjectState) -> Result<(), CodecError> {
     s.u16(OWNERSHIP_SEQ, &mut o.ownership_seq)
 }
 
+/// Velocity indices (linear and angular, per component) under which a moving body counts as slow.
+const SLOW_VELOCITY: i32 = 64;
+
 impl DeltaState for ObjectState {
     type Config = StateConfig;
 
     #[inline]
+    fn motion_class(&self) -> usize {
+        let b = &self.body;
+        if b.at_rest {
+            0
+        } else if b
+            .linear_velocity
+            .iter()
+            .chain(&b.angular_velocity)
+            .all(|v| v.abs() < SLOW_VELOCITY)
+        {
+            1
+        } else {
+            2
+        }
+    }
+
+    #[inline]
     fn predict(config: &StateConfig, baseline: &Self, frames: u16) -> Option<Self> {
-        if frames == 0 || frames > crate::predict::MAX_PREDICT_FRAMES {
+        if config.pose_only || frames == 0 || frames > crate::predict::MAX_PREDICT_FRAMES {
             return None;
         }
         Some(Self {
@@ -384,7 +527,7 @@ impl DeltaState for ObjectState {
         value: &mut Self,
         reference: &Self,
     ) -> Result<(), CodecError> {
-        body_residual(s, &config.quant, &mut value.body, &reference.body)?;
+        body_residual(s, config, &mut value.body, &reference.body)?;
         let mut changed = value.authority != reference.authority
             || value.authority_seq != reference.authority_seq
             || value.ownership_seq != reference.ownership_seq;
@@ -404,7 +547,7 @@ impl DeltaState for ObjectState {
         config: &StateConfig,
         value: &mut Self,
     ) -> Result<(), CodecError> {
-        body_absolute(s, &config.quant, &mut value.body)?;
+        body_absolute(s, config, &mut value.body)?;
         meta(s, value)
     }
 
@@ -414,12 +557,12 @@ impl DeltaState for ObjectState {
             || value.authority_seq != reference.authority_seq
             || value.ownership_seq != reference.ownership_seq;
         let meta = 1 + if changed { META_BITS } else { 0 };
-        Some(body_residual_bits(&config.quant, &value.body, &reference.body)? + meta)
+        Some(body_residual_bits(config, &value.body, &reference.body)? + meta)
     }
 
     #[inline]
     fn absolute_bits(config: &StateConfig, value: &Self) -> Option<u64> {
-        Some(body_absolute_bits(&config.quant, &value.body)? + META_BITS)
+        Some(body_absolute_bits(config, &value.body)? + META_BITS)
     }
 }
 
@@ -805,6 +948,50 @@ mod tests {
             }
             sizes_agree(&config, &value, &base)?;
             sizes_agree(&config, &value, &prediction)?;
+        }
+
+        #[test]
+        fn pose_only_objects_round_trip_without_velocities(
+            base in object(),
+            noise in prop::array::uniform9(0i32..20000),
+            spread in prop::sample::select(vec![0, 15, 255, 8191]),
+            flip in any::<bool>(),
+        ) {
+            let config = StateConfig { pose_only: true, ..StateConfig::default() };
+            let strip = |mut s: ObjectState| {
+                s.body = s.body.without_velocities();
+                s
+            };
+            let base = strip(base);
+            let value = strip(nudge(&base, noise, spread, flip));
+            prop_assert_eq!(ObjectState::predict(&config, &base, 6), None);
+            prop_assert!(round_trip(&config, base, Some(&base), DeltaPath::Unchanged)?);
+            prop_assert!(round_trip(&config, value, None, DeltaPath::Absolute)?);
+            prop_assert!(round_trip(&config, value, Some(&base), DeltaPath::Absolute)?);
+            prop_assert!(round_trip(&config, value, Some(&base), DeltaPath::Delta)?);
+            for (v, b) in [(value, Some(&base)), (value, None), (base, Some(&base))] {
+                prop_assert_eq!(plan(&config, &v, b, None).ok(), measured_plan(&config, &v, b, None));
+            }
+            sizes_agree(&config, &value, &base)?;
+            // The pose costs what it costs on a full-state link, minus the velocities.
+            let full = StateConfig::default();
+            let pose_bits = ObjectState::absolute_bits(&config, &value).unwrap();
+            prop_assert!(pose_bits <= ObjectState::absolute_bits(&full, &value).unwrap());
+        }
+
+        #[test]
+        fn pose_only_refuses_to_write_a_velocity(base in object(), lin in prop::array::uniform3(1i32..100)) {
+            // A velocity the receiver would never see would leave the two ends with different baselines.
+            let config = StateConfig { pose_only: true, ..StateConfig::default() };
+            let mut moving = base;
+            moving.body.at_rest = false;
+            moving.body.linear_velocity = lin;
+            let still = ObjectState { body: base.body.without_velocities(), ..base };
+            prop_assert!(plan(&config, &moving, Some(&still), None).is_err());
+            prop_assert!(plan(&config, &moving, None, None).is_err());
+            let mut w = BitWriteStream::new();
+            let (mut v, mut p) = (moving, DeltaPath::Absolute);
+            prop_assert!(serialize_entry(&mut w, &config, &mut v, &mut p, None, None).is_err());
         }
 
         #[test]

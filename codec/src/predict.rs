@@ -29,6 +29,10 @@ const MAX_ROTATION_FRAMES: u16 = 64;
 /// The largest half-angle step per frame (4.28), which keeps the fixed-point products inside 64 bits.
 const H_LIMIT: i64 = 1 << 26;
 
+/// Smallest-three scales (16.16) from which the last step of the rotation predictor needs 128-bit products: up to
+/// 15 bits a component, `scale * 2^48` stays below 2^63.
+const WIDE_COMPONENTS: i64 = 1 << 30;
+
 /// The physics constants the predictor assumes, and their fixed-point form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Predictor {
@@ -146,7 +150,6 @@ impl Predictor {
         let sign = if q[largest] < 0 { -1 } else { 1 };
         // Component = q / norm * scale, rounded: one division for the factor (scale * 2^48 / norm), then products
         // below 2^57.
-        let factor = div_floor_positive(self.q_to_component << 32, norm);
         let [x, y, z, s] = q;
         let rest = match largest {
             0 => [y, z, s],
@@ -154,12 +157,23 @@ impl Predictor {
             2 => [x, y, s],
             _ => [x, y, z],
         };
-        QuantizedRotation {
-            largest: largest as u8,
-            components: rest.map(|c| {
+        let components = if self.q_to_component < WIDE_COMPONENTS {
+            let factor = div_floor_positive(self.q_to_component << 32, norm);
+            rest.map(|c| {
                 ((c * sign * factor + (1 << 47)) >> 48).clamp(i64::from(-max), i64::from(max))
                     as i32
-            }),
+            })
+        } else {
+            // 16 bits a component and more: the factor and the products need 128 bits.
+            let factor = (i128::from(self.q_to_component) << 32) / i128::from(norm);
+            rest.map(|c| {
+                ((i128::from(c * sign) * factor + (1 << 47)) >> 48)
+                    .clamp(i128::from(-max), i128::from(max)) as i32
+            })
+        };
+        QuantizedRotation {
+            largest: largest as u8,
+            components,
         }
     }
 
@@ -511,13 +525,13 @@ mod tests {
             }
         }
         let sign = if q[largest] < 0 { -1 } else { 1 };
-        let factor = (p.q_to_component << 32) / norm;
+        let factor = (i128::from(p.q_to_component) << 32) / i128::from(norm);
         let mut components = [0i32; 3];
         let mut k = 0;
         for (i, c) in q.iter().enumerate() {
             if i != largest {
-                let v = (c * sign * factor + (1 << 47)) >> 48;
-                components[k] = v.clamp(i64::from(-max), i64::from(max)) as i32;
+                let v = (i128::from(c * sign) * factor + (1 << 47)) >> 48;
+                components[k] = v.clamp(i128::from(-max), i128::from(max)) as i32;
                 k += 1;
             }
         }
@@ -552,6 +566,44 @@ mod tests {
                     "{r:?} {w:?} {frames}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn wide_rotation_components_predict_without_overflow() {
+        // The quantizer allows up to 20 bits a component; from 16 bits on, the last step's products pass 2^63.
+        for bits in [15u32, 16, 18, 20] {
+            let quant = QuantConfig {
+                rotation: crate::quant::RotationQuantizer::new(bits),
+                ..QuantConfig::default()
+            };
+            let predictor = Predictor::new(&quant, 60, -9.81, 0.0, 0.0);
+            let base = BodyState::quantize(
+                &quant,
+                [0.0; 3],
+                [0.3, 0.1, -0.2, 0.9],
+                [0.0; 3],
+                [2.0, -1.0, 0.5],
+                false,
+            );
+            let out = predictor.predict(&quant, &base, 6);
+            assert_eq!(
+                out.rotation,
+                plain_rotation(
+                    &predictor,
+                    base.rotation,
+                    base.angular_velocity.map(|w| i64::from(w) << FRAC),
+                    6
+                )
+            );
+            let expected = quant.rotation.dequantize(base.rotation);
+            let got = quant.rotation.dequantize(out.rotation);
+            // Six frames of about 2.3 rad/s: the rotation moved, by well under a radian.
+            let dot: f32 = (0..4).map(|i| expected[i] * got[i]).sum();
+            assert!(
+                dot.abs() < 0.99999 && dot.abs() > 0.9,
+                "{bits} bits: dot {dot}"
+            );
         }
     }
 

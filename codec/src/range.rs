@@ -8,7 +8,8 @@
 use crate::error::CodecError;
 
 const PROB_BITS: u32 = 12;
-const PROB_ONE: u16 = 1 << PROB_BITS;
+/// Probability 1 in the models' fixed point.
+pub const PROB_ONE: u16 = 1 << PROB_BITS;
 const ADAPT_SHIFT: u32 = 4;
 const TOP: u32 = 1 << 24;
 
@@ -179,6 +180,16 @@ impl<'a> RangeDecoder<'a> {
     /// Bytes consumed so far.
     pub fn position(&self) -> usize {
         self.pos
+    }
+
+    /// Length of the input.
+    pub fn len(&self) -> usize {
+        self.input.len()
+    }
+
+    /// True for an empty input (which [`RangeDecoder::new`] refuses).
+    pub fn is_empty(&self) -> bool {
+        self.input.is_empty()
     }
 
     /// Decodes one bit with the adaptive model `prob`, updating it as the encoder did.

@@ -48,6 +48,20 @@ impl BodyState {
         }
     }
 
+    /// This state with its velocities zeroed: what a pose-only link ([`crate::StateConfig::pose_only`]) sends.
+    pub fn without_velocities(self) -> Self {
+        Self {
+            linear_velocity: [0; 3],
+            angular_velocity: [0; 3],
+            ..self
+        }
+    }
+
+    /// Both velocities are zero.
+    pub fn has_no_velocity(&self) -> bool {
+        self.linear_velocity == [0; 3] && self.angular_velocity == [0; 3]
+    }
+
     /// The float position this state stands for.
     pub fn position_f32(&self, config: &QuantConfig) -> [f32; 3] {
         config.position.dequantize(self.position)

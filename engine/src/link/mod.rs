@@ -411,6 +411,7 @@ impl StateLink {
             return Err(LinkError::BadAvatar { id });
         }
         let (_, objects) = reader.read_section(&config, &mut self.objects_received)?;
+        reader.finish()?;
         self.avatars_received = avatar_history;
         Ok((
             header,

@@ -83,7 +83,7 @@ fn states_arrive_exactly_and_shrink_once_acks_flow() {
         a.receive(now, &back.bytes).unwrap();
     }
     // All 40 fit at first; once baselines are acked, the same objects cost a fraction of it.
-    assert!(sizes[0] > 300, "{sizes:?}");
+    assert!(sizes[0] > 250, "{sizes:?}");
     assert!(sizes[119] * 3 < sizes[0], "{sizes:?}");
     assert_eq!(a.stats().packets_sent, 120);
     assert_eq!(b.stats().packets_received, 120);

@@ -14,6 +14,7 @@ pub mod authority;
 pub mod avatar;
 pub mod convert;
 pub mod drive;
+pub mod forces;
 pub mod interaction;
 pub mod priority;
 pub mod scene;

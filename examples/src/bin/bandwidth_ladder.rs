@@ -1,8 +1,14 @@
-//! Bandwidth ladder on the katamari scene: what each compression step buys, measured on real frames.
+//! Bandwidth ladder on the katamari scene as published: what each compression step buys, measured on real frames
+//! and through the packets a link really sends.
 //!
-//! The authority world runs `katamari` at 60 Hz with its player cube driven through the grid the whole time. Every
-//! frame, the full state of every cube is encoded once per rung and decoded by that rung's receiver, which checks
-//! the decoded states against the sent ones and measures its error against the authority's float state:
+//! The authority world runs `katamari` at 60 Hz under the katamari game script (`physync_examples::katamari`): the
+//! player cube rolls through the grid under applied forces, attracts the cubes within 4 m into a ball and blows them
+//! away on a timer, so about 8-12% of the 901 cubes change every frame. Every frame, the full state of every cube is
+//! encoded once per rung and decoded by that rung's receiver, which checks the decoded states against the sent ones
+//! and measures its error against the authority's float state. Every delta rung starts from the scene's initial
+//! states as the acked frame (the host sends the scene at join; the published data set starts the same way).
+//!
+//! Id-less frame rungs (a 12-byte header and every cube in id order, as the published challenge coded frames):
 //!
 //! - `raw`: position (3 × f32), rotation (4 × f32), linear velocity (3 × f32) and the at-rest bit, serialized as
 //!   floats through the codec's bit-packing stream (321 bits a cube);
@@ -11,32 +17,42 @@
 //! - `delta`: each cube against its state in the frame acked 6 frames (100 ms) earlier: unchanged bit, residual
 //!   against the baseline, or absolute, bit-packed, with prediction disabled;
 //! - `prediction`: the codec's full delta paths (perfect prediction and prediction error too), bit-packed;
-//! - `entropy`: the same paths through the range-coding back end: the best configuration.
+//! - `entropy`: the same paths through the range-coding back end.
 //!
-//! A frame message is the codec's 12-byte packet header followed by every cube in id order (no ids: the frame is
-//! complete), so the rungs differ only in what the codec does per cube.
+//! Real-packet rungs (`real_bitpack`, `real_entropy`): the same frames as the codec's datagrams of at most 1200
+//! bytes (header, section, ids, baseline offsets, entries), every cube an entry against its state acked 6 frames
+//! earlier; the headline `best_real_packet_kbps` and `bits_per_changed_cube` come from the better of the two, with a
+//! per-field breakdown from the range coder's own probabilities.
+//!
+//! The pose-only rung (`real_entropy_pose_only`) is the anchors' terms: the published challenge coded position,
+//! orientation and an interacting flag, no velocities, as a snapshot-interpolation receiver needs. The same
+//! datagrams and range coder with the codec's pose-only state configuration (velocities off the wire, at-rest flag
+//! kept); it is reported apart (`pose_only_real_packet_kbps`), never as the full-state headline.
 //!
 //! A second variant runs the real [`StateLink`]: per-object acked baselines and the priority accumulator filling
 //! datagrams to a 256 kbps budget over a 100 ms round trip; the receiver keeps the newest state of each cube, and
-//! its error is measured against the authority's float state at the frame the newest datagram was built.
+//! its error is measured against the authority's float state at the frame the newest datagram was built (the
+//! staleness the budget causes). A second decoder tallies what each field of its datagrams cost, ids included.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use clap::Parser;
+use physync_codec::arith::FieldCosts;
 use physync_codec::arith::{ArithReadStream, ArithWriteStream};
 use physync_codec::bitpack::{BitReadStream, BitWriteStream};
 use physync_codec::delta::{plan, serialize_entry};
 use physync_codec::header::{HEADER_BYTES, serialize_header};
 use physync_codec::{
-    AckTracker, Backend, CodecError, Ctx, DeltaPath, DeltaState, LinkConfig, ObjectState,
-    PacketHeader, PacketReader, PacketWriter, QuantConfig, ReceiveHistory, StateConfig, Stream,
+    AckTracker, AvatarState, Backend, CodecError, Ctx, DeltaPath, DeltaState, LinkConfig,
+    ObjectState, PacketHeader, PacketReader, PacketWriter, QuantConfig, ReceiveHistory,
+    StateConfig, Stream,
 };
 use physync_engine::link::{LinkSettings, Outgoing, StateLink};
 use physync_engine::transport::{Delivery, LinkConditioner, LinkConfig as Conditions};
-use physync_engine::world::drive::KatamariDrive;
 use physync_engine::world::scene::SceneSpec;
 use physync_engine::world::{World, WorldConfig};
+use physync_examples::katamari::{KatamariScript, KatamariTuning};
 use serde_json::{Value, json};
 
 #[derive(Parser, Debug)]
@@ -50,8 +66,8 @@ struct Args {
     /// Seed of the state link's network (loss draws).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Player cube speed (m/s).
-    #[arg(long, default_value_t = 6.0)]
+    /// Player cube cruising speed (m/s).
+    #[arg(long, default_value_t = 5.0)]
     speed: f32,
     /// Loss on the state link variant's network, both ways.
     #[arg(long, default_value_t = 0.0)]
@@ -254,6 +270,15 @@ struct Rung {
 }
 
 impl Rung {
+    /// Both ends start from the scene's initial states as the acked frame (the host sends the scene at join; the
+    /// published data set starts the same way).
+    fn prime(&mut self, initial: &[ObjectState]) {
+        for _ in 0..BASELINE_AGE {
+            self.sent.push_back(initial.to_vec());
+            self.received.push_back(initial.to_vec());
+        }
+    }
+
     fn new(name: &'static str, kind: Kind) -> Self {
         Self {
             name,
@@ -466,58 +491,196 @@ impl Rung {
     }
 }
 
-/// The best rung's frames through the codec's own packet sections instead of the id-less frame message: every
-/// cube as an entry with its id, coded against the same acked frame. The difference to `entropy` is what object
-/// ids and per-entry flags cost, which the budgeted link pays on every entry.
-struct SectionFrames {
+/// Groups of fields for the per-field breakdown, by the codec's context names (the first group whose key a name
+/// contains).
+const FIELD_GROUPS: [(&str, &[&str]); 8] = [
+    ("ids", &["object id", "entry count"]),
+    (
+        "flags",
+        &["flag", "path", "at rest", "same largest", "changed"],
+    ),
+    ("linear_velocity", &["linear velocity"]),
+    ("angular_velocity", &["angular velocity"]),
+    ("baseline", &["baseline"]),
+    ("position", &["position"]),
+    ("rotation", &["rotation"]),
+    ("other", &[""]),
+];
+
+/// Bits by field group, from a range coder's tally.
+fn add_field_costs(into: &mut [f64; FIELD_GROUPS.len()], costs: &FieldCosts) {
+    for (name, bits) in costs.by_field() {
+        let group = FIELD_GROUPS
+            .iter()
+            .position(|(_, keys)| keys.iter().any(|k| name.contains(k)))
+            .unwrap_or(FIELD_GROUPS.len() - 1);
+        into[group] += bits;
+    }
+}
+
+fn field_report(bits: &[f64; FIELD_GROUPS.len()], seconds: f64, changed: u64) -> Value {
+    FIELD_GROUPS
+        .iter()
+        .zip(bits)
+        .map(|((name, _), b)| {
+            (
+                (*name).to_string(),
+                json!({
+                    "kbps": b / seconds / 1000.0,
+                    "bits_per_changed_cube": b / changed.max(1) as f64,
+                }),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// A rung through the packet format a link really sends: every cube each frame as an entry of the codec's object
+/// section (header, id, baseline offset, state), coded against its state acked 6 frames (100 ms) earlier, in as
+/// many datagrams of at most 1200 bytes as the frame needs. The receiver decodes each datagram with the codec's
+/// reader and must get exactly what was sent.
+struct RealPackets {
+    name: &'static str,
     link: LinkConfig,
     tracker: AckTracker<ObjectState>,
     history: ReceiveHistory<ObjectState>,
     order: Vec<u16>,
+    sequence: u16,
+    sequences_by_frame: VecDeque<Vec<u16>>,
     bytes: u64,
+    datagrams: u64,
+    fields: [f64; FIELD_GROUPS.len()],
+    errors: Errors,
 }
 
-impl SectionFrames {
-    fn new(n: usize) -> Self {
+impl RealPackets {
+    fn new(name: &'static str, backend: Backend, n: usize) -> Self {
         let link = LinkConfig {
-            backend: Backend::Arith,
-            budget_bytes: 64 * n + 64,
+            backend,
+            budget_bytes: physync_codec::packet::DEFAULT_BUDGET_BYTES,
             max_objects: 1024,
-            ..LinkConfig::default()
+            protocol_id: PROTOCOL,
         };
         Self {
+            name,
             link,
             tracker: AckTracker::new(link.max_objects),
             history: ReceiveHistory::new(link.max_objects),
             order: (0..n as u16).collect(),
+            sequence: 0,
+            sequences_by_frame: VecDeque::new(),
             bytes: 0,
+            datagrams: 0,
+            fields: [0.0; FIELD_GROUPS.len()],
+            errors: Errors::default(),
         }
     }
 
-    fn run(&mut self, sequence: u16, config: &StateConfig, states: &[ObjectState]) {
-        if usize::from(sequence) > BASELINE_AGE {
-            self.tracker.process_acks(sequence - BASELINE_AGE as u16, 0);
+    /// Both ends start from the scene's initial states, acked as packet 0 of frame 0.
+    fn prime(&mut self, initial: &[ObjectState]) {
+        self.tracker.record_sent(
+            0,
+            0,
+            initial.iter().enumerate().map(|(i, s)| (i as u16, *s)),
+        );
+        self.tracker.process_acks(0, 0);
+        for (i, s) in initial.iter().enumerate() {
+            self.history.insert(i as u16, 0, 0, *s);
         }
-        let header = PacketHeader {
-            packet_type: 2,
-            sequence,
-            ack: sequence.wrapping_sub(BASELINE_AGE as u16),
-            ack_bits: u32::MAX,
-        };
-        let mut w = PacketWriter::new(&self.link, header).expect("header");
-        let ids = w
-            .write_section(config, &mut self.tracker, sequence, &self.order, |id| {
-                states.get(usize::from(id)).copied()
-            })
-            .expect("section encodes");
-        assert_eq!(ids.len(), states.len(), "the wide budget holds every cube");
-        let bytes = w.finish();
-        self.bytes += bytes.len() as u64;
-        let mut r = PacketReader::new(&self.link, &bytes).expect("header decodes");
-        let (_, entries) = r
-            .read_section::<ObjectState>(config, &mut self.history)
-            .expect("section decodes");
-        assert!(entries.iter().all(|(id, s)| states[usize::from(*id)] == *s));
+        self.sequence = 1;
+    }
+
+    fn run(
+        &mut self,
+        frame: u16,
+        config: &StateConfig,
+        states: &[ObjectState],
+        floats: &[FloatCube],
+    ) {
+        // The frame 6 frames back was acked just now.
+        if self.sequences_by_frame.len() == BASELINE_AGE {
+            for s in self.sequences_by_frame.pop_front().unwrap_or_default() {
+                self.tracker.process_acks(s, 0);
+            }
+        }
+        let mut left: Vec<u16> = self.order.clone();
+        let mut sequences = Vec::new();
+        while !left.is_empty() {
+            let header = PacketHeader {
+                packet_type: 2,
+                sequence: self.sequence,
+                ack: self.sequence.wrapping_sub(1),
+                ack_bits: u32::MAX,
+            };
+            sequences.push(self.sequence);
+            self.sequence = self.sequence.wrapping_add(1);
+            let mut w = PacketWriter::new(&self.link, header).expect("header");
+            w.track_costs();
+            let sent = w
+                .write_section(config, &mut self.tracker, frame, &left, |id| {
+                    states.get(usize::from(id)).copied()
+                })
+                .expect("section encodes");
+            assert!(!sent.is_empty(), "{}: a datagram carries a cube", self.name);
+            if let Some(costs) = w.costs() {
+                add_field_costs(&mut self.fields, costs);
+            }
+            let bytes = w.finish();
+            assert!(bytes.len() <= self.link.budget_bytes);
+            self.bytes += bytes.len() as u64;
+            self.datagrams += 1;
+            left.retain(|id| sent.binary_search(id).is_err());
+            let mut r = PacketReader::new(&self.link, &bytes).expect("header decodes");
+            let (_, entries) = r
+                .read_section::<ObjectState>(config, &mut self.history)
+                .expect("section decodes");
+            r.finish().expect("nothing trails the section");
+            assert_eq!(entries.len(), sent.len());
+            for (id, s) in entries {
+                let i = usize::from(id);
+                assert_eq!(
+                    s, states[i],
+                    "{}: the receiver decodes what was sent",
+                    self.name
+                );
+                self.errors.add(error_mm(&config.quant, &s, &floats[i]));
+            }
+        }
+        self.sequences_by_frame.push_back(sequences);
+    }
+
+    fn kbps(&self, seconds: f64) -> f64 {
+        self.bytes as f64 * 8.0 / seconds / 1000.0
+    }
+
+    fn report(&self, seconds: f64, frames: u64, changed: u64) -> Value {
+        let header_bits = (self.datagrams * HEADER_BYTES as u64 * 8) as f64;
+        let coded: f64 = self.fields.iter().sum();
+        let mut fields = field_report(&self.fields, seconds, changed);
+        if self.link.backend == Backend::Arith
+            && let Value::Object(map) = &mut fields
+        {
+            let flush = (self.bytes * 8) as f64 - header_bits - coded;
+            for (name, bits) in [("header", header_bits), ("coder_flush", flush)] {
+                map.insert(
+                    name.to_string(),
+                    json!({
+                        "kbps": bits / seconds / 1000.0,
+                        "bits_per_changed_cube": bits / changed.max(1) as f64,
+                    }),
+                );
+            }
+        }
+        json!({
+            "backend": format!("{:?}", self.link.backend),
+            "kbps": self.kbps(seconds),
+            "bytes_per_frame": self.bytes as f64 / frames.max(1) as f64,
+            "datagrams_per_frame": self.datagrams as f64 / frames.max(1) as f64,
+            "bits_per_changed_cube": (self.bytes * 8) as f64 / changed.max(1) as f64,
+            "mean_error_mm": self.errors.mean(),
+            "max_error_mm": self.errors.max,
+            "fields": if self.link.backend == Backend::Arith { fields } else { Value::Null },
+        })
     }
 }
 
@@ -537,6 +700,11 @@ struct LinkVariant {
     objects_sent: u64,
     age_sum: f64,
     last_update: Vec<u64>,
+    /// A second decoder of every delivered datagram, tallying where the bits go.
+    mirror_objects: ReceiveHistory<ObjectState>,
+    mirror_avatars: ReceiveHistory<AvatarState>,
+    fields: [f64; FIELD_GROUPS.len()],
+    delivered_bytes: u64,
 }
 
 impl LinkVariant {
@@ -564,6 +732,10 @@ impl LinkVariant {
             objects_sent: 0,
             age_sum: 0.0,
             last_update: vec![0; n],
+            mirror_objects: ReceiveHistory::new(settings.codec.max_objects),
+            mirror_avatars: ReceiveHistory::new(16),
+            fields: [0.0; FIELD_GROUPS.len()],
+            delivered_bytes: 0,
         }
     }
 
@@ -611,6 +783,7 @@ impl LinkVariant {
             }
         }
         for bytes in take_due(&mut self.in_flight, now) {
+            self.tally(&bytes);
             let update = self
                 .receiver
                 .receive(now, &bytes)
@@ -648,6 +821,21 @@ impl LinkVariant {
         }
     }
 
+    /// Decodes a delivered datagram a second time, tallying each field's bits.
+    fn tally(&mut self, bytes: &[u8]) {
+        let settings = *self.receiver.settings();
+        let mut r = PacketReader::new(&settings.codec, bytes).expect("header decodes");
+        r.track_costs();
+        r.read_section::<AvatarState>(&settings.state, &mut self.mirror_avatars)
+            .expect("avatar section decodes");
+        r.read_section::<ObjectState>(&settings.state, &mut self.mirror_objects)
+            .expect("object section decodes");
+        if let Some(costs) = r.costs() {
+            add_field_costs(&mut self.fields, costs);
+        }
+        self.delivered_bytes += bytes.len() as u64;
+    }
+
     fn report(&mut self, seconds: f64, frames: u64) -> Value {
         self.error_samples.sort_by(f32::total_cmp);
         let p99 = self
@@ -667,7 +855,11 @@ impl LinkVariant {
             "objects_per_frame": self.objects_sent as f64 / frames.max(1) as f64,
             "mean_error_mm": self.errors.mean(),
             "max_error_mm": self.errors.max,
-            "p99_error_mm": p99,
+            "p99_staleness_error_mm": p99,
+            "ids_share_of_bytes": self.fields[0] / (self.delivered_bytes * 8).max(1) as f64,
+            "id_bits_per_object": self.fields[0] / self.objects_sent.max(1) as f64,
+            "bits_per_object": (self.delivered_bytes * 8) as f64 / self.objects_sent.max(1) as f64,
+            "fields_bits_per_object": FIELD_GROUPS.iter().zip(&self.fields).map(|((name, _), b)| ((*name).to_string(), json!(b / self.objects_sent.max(1) as f64))).collect::<serde_json::Map<_, _>>(),
             "mean_update_age_frames": self.age_sum / self.errors.count.max(1) as f64,
             "rtt_ms": s.rtt.map(|r| r.as_secs_f64() * 1000.0),
             "packets_lost": s.packets_lost,
@@ -680,6 +872,17 @@ fn take_due(queue: &mut Vec<(Duration, Vec<u8>)>, now: Duration) -> Vec<Vec<u8>>
     queue.sort_by_key(|(at, _)| *at);
     let due = queue.iter().take_while(|(at, _)| *at <= now).count();
     queue.drain(..due).map(|(_, b)| b).collect()
+}
+
+/// The states a pose-only link sends: velocities zeroed, the at-rest flag kept.
+fn strip_velocities(states: &[ObjectState]) -> Vec<ObjectState> {
+    states
+        .iter()
+        .map(|s| ObjectState {
+            body: s.body.without_velocities(),
+            ..*s
+        })
+        .collect()
 }
 
 fn float_cubes(world: &World) -> Vec<FloatCube> {
@@ -702,7 +905,11 @@ fn main() {
     let args = Args::parse();
     let config = WorldConfig::default();
     let mut world = World::new(config, &SceneSpec::katamari());
-    let mut drive = KatamariDrive::new(&world, args.speed).expect("katamari has a player cube");
+    let tuning = KatamariTuning {
+        speed: args.speed,
+        ..KatamariTuning::default()
+    };
+    let mut script = KatamariScript::new(&world, tuning).expect("katamari has a player cube");
     let state_config = StateConfig::default();
     let frames = (args.seconds * f64::from(HZ)).round().max(1.0) as u64;
     let seconds = frames as f64 / f64::from(HZ);
@@ -732,36 +939,86 @@ fn main() {
             },
         ),
     ];
-    let mut sections = SectionFrames::new(world.object_count());
-    let mut variant = LinkVariant::new(world.object_states(), args.seed, args.loss);
+    let n = world.object_count();
+    let mut real = [
+        RealPackets::new("real_bitpack", Backend::Bitpack, n),
+        RealPackets::new("real_entropy", Backend::Arith, n),
+    ];
+    let pose_config = StateConfig {
+        pose_only: true,
+        ..state_config
+    };
+    let mut pose_only = RealPackets::new("real_entropy_pose_only", Backend::Arith, n);
+    let initial = world.object_states();
+    pose_only.prime(&strip_velocities(&initial));
+    for rung in &mut rungs {
+        rung.prime(&initial);
+    }
+    for r in &mut real {
+        r.prime(&initial);
+    }
+    let mut variant = LinkVariant::new(initial.clone(), args.seed, args.loss);
     let mut moving = 0u64;
+    let mut changed = 0u64;
+    let mut pose_changed = 0u64;
+    let mut history: VecDeque<Vec<ObjectState>> = VecDeque::new();
+    let mut phase_frames = [0u64; 3];
     let frame_time = Duration::from_secs(1) / HZ;
-    let start_waypoint = drive.next_waypoint();
-    let mut waypoints_reached = 0u32;
-    let mut last_waypoint = start_waypoint;
     for frame in 1..=frames {
-        drive.apply(&mut world);
+        let phase = script
+            .apply(&mut world)
+            .expect("the host pushes its own cubes");
+        phase_frames[phase as usize] += 1;
         world.step();
-        if drive.next_waypoint() != last_waypoint {
-            waypoints_reached += 1;
-            last_waypoint = drive.next_waypoint();
-        }
         let states = world.object_states();
         let floats = float_cubes(&world);
         moving += states.iter().filter(|s| !s.body.at_rest).count() as u64;
+        // Changed: differs from the state the frame is coded against (6 frames back, the scene's initial state
+        // at the start).
+        let old = history.front().unwrap_or(&initial);
+        changed += states.iter().zip(old).filter(|(a, b)| a != b).count() as u64;
+        // What changed on the anchors' terms: the pose or the at-rest flag.
+        pose_changed += states
+            .iter()
+            .zip(old)
+            .filter(|(a, b)| {
+                let (a, b) = (&a.body, &b.body);
+                (a.position, a.rotation, a.at_rest) != (b.position, b.rotation, b.at_rest)
+            })
+            .count() as u64;
+        history.push_back(states.clone());
+        if history.len() > BASELINE_AGE {
+            history.pop_front();
+        }
         for rung in &mut rungs {
             rung.run(frame as u16, &state_config, &states, &floats);
         }
-        sections.run(frame as u16, &state_config, &states);
+        for r in &mut real {
+            r.run(frame as u16, &state_config, &states, &floats);
+        }
+        pose_only.run(
+            frame as u16,
+            &pose_config,
+            &strip_velocities(&states),
+            &floats,
+        );
         variant.step(frame_time * frame as u32, frame, &world, &floats);
     }
-    let n = world.object_count() as u64;
     let kbps: serde_json::Map<String, Value> = rungs
         .iter()
         .map(|r| (r.name.to_string(), json!(r.kbps(seconds))))
+        .chain(
+            real.iter()
+                .chain([&pose_only])
+                .map(|r| (r.name.to_string(), json!(r.kbps(seconds)))),
+        )
         .collect();
-    let best = rungs.last().expect("rungs");
-    let goal = 128.0;
+    let best = real
+        .iter()
+        .min_by(|a, b| a.kbps(seconds).total_cmp(&b.kbps(seconds)))
+        .expect("real rungs");
+    let goal = 110.0;
+    let changed_per_frame = changed as f64 / frames as f64;
     let report = json!({
         "scene": "katamari",
         "objects": n,
@@ -770,15 +1027,35 @@ fn main() {
         "seconds": seconds,
         "baseline_age_frames": BASELINE_AGE,
         "speed_m_s": args.speed,
-        "waypoints_reached": waypoints_reached,
-        "kbps": kbps,
-        "moving_share": moving as f64 / (frames * n) as f64,
+        "waypoints_reached": script.waypoints_reached(),
+        "phase_frames": { "attract": phase_frames[0], "blow": phase_frames[1], "roll": phase_frames[2] },
+        "changed_per_frame": changed_per_frame,
+        "moving_share": moving as f64 / (frames * n as u64) as f64,
+        "best_real_packet": best.name,
+        "best_real_packet_kbps": best.kbps(seconds),
+        "bits_per_changed_cube": (best.bytes * 8) as f64 / changed.max(1) as f64,
         "mean_error_mm": best.errors.mean(),
         "max_error_mm": best.errors.max,
         "goal_kbps": goal,
         "goal_met": best.kbps(seconds) <= goal,
+        "pose_only_real_packet_kbps": pose_only.kbps(seconds),
+        "pose_only_changed_per_frame": pose_changed as f64 / frames as f64,
+        "pose_only_bits_per_changed_cube": (pose_only.bytes * 8) as f64 / pose_changed.max(1) as f64,
+        "pose_only_max_error_mm": pose_only.errors.max,
+        "pose_only_goal_met": pose_only.kbps(seconds) <= goal,
+        "anchors_bits_per_changed_cube": {
+            "glenn_fiedler_bitpacked": 55.0,
+            "fabian_giesen_arithmetic": 47.0,
+            "richard_maxwell_135_kbps": 30.0,
+        },
+        "kbps": kbps,
+        "real_packets": real
+            .iter()
+            .map(|r| (r, changed))
+            .chain([(&pose_only, pose_changed)])
+            .map(|(r, c)| (r.name.to_string(), r.report(seconds, frames, c)))
+            .collect::<serde_json::Map<_, _>>(),
         "rungs": rungs.iter().map(|r| (r.name.to_string(), r.report(seconds, frames))).collect::<serde_json::Map<_, _>>(),
-        "entropy_in_codec_sections_kbps": sections.bytes as f64 * 8.0 / seconds / 1000.0,
         "state_link": variant.report(seconds, frames),
     });
     if args.json {

@@ -1,9 +1,10 @@
 //! Codec benchmark: the cost and size of moving objects through the full delta path, with each back end.
 //!
-//! A deterministic float simulation (from `--seed`) moves cubes ballistically with gravity, floor and wall bounces
-//! with friction, spin, and random kicks, so predictions often miss. Every frame is quantized with the default
-//! quantizers. Each measured frame encodes every object against its state `--gap` frames earlier (an acked
-//! baseline, as after a 100 ms round trip at 60 Hz), through the packet writer and reader.
+//! The frames are recorded in this run from the rapier katamari scene (901 cubes; the player cube rolls under
+//! forces, attracts cubes into a ball and blows them away), the same run the bandwidth ladder measures, so
+//! predictions meet contacts, friction and the ball's jostling. Each measured frame encodes every object against
+//! its state `--gap` frames earlier (an acked baseline, as after a 100 ms round trip at 60 Hz), through the packet
+//! writer and reader.
 //!
 //! Reported per back end: nanoseconds per moving object to encode and to decode a section holding all objects,
 //! bits per object in that section, and the time to encode and decode one datagram filled to 1200 bytes. Both
@@ -16,23 +17,18 @@ use std::time::Instant;
 use clap::Parser;
 use physync_codec::delta::plan;
 use physync_codec::{
-    AckTracker, Backend, BodyState, DeltaPath, DeltaState, LinkConfig, MeasureStream, ObjectState,
-    PacketHeader, PacketReader, PacketWriter, QuantConfig, ReceiveHistory, StateConfig,
-    decode_packet, encode_packet,
+    AckTracker, Backend, DeltaPath, DeltaState, LinkConfig, MeasureStream, ObjectState,
+    PacketHeader, PacketReader, PacketWriter, ReceiveHistory, StateConfig, decode_packet,
+    encode_packet,
 };
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
+use physync_engine::world::scene::SceneSpec;
+use physync_engine::world::{World, WorldConfig};
+use physync_examples::katamari::{KatamariScript, KatamariTuning};
 use serde_json::{Value, json};
 
 #[derive(Parser, Debug)]
 #[command(about = "Measure the physync codec on moving objects with each back end")]
 struct Args {
-    /// Seed of the simulated motion.
-    #[arg(long, default_value_t = 42)]
-    seed: u64,
-    /// Number of moving objects.
-    #[arg(long, default_value_t = 901)]
-    objects: usize,
     /// Age of the acked baseline, in frames.
     #[arg(long, default_value_t = 6)]
     gap: usize,
@@ -50,112 +46,26 @@ struct Args {
     json: bool,
 }
 
-const HZ: f32 = 60.0;
-const HALF_WORLD: f32 = 20.0;
+/// Frames the katamari runs before the first measured frame: the first ball has formed.
+const WARMUP_FRAMES: u64 = 240;
 
-/// One cube of the float simulation.
-#[derive(Clone, Copy)]
-struct Cube {
-    p: [f32; 3],
-    q: [f32; 4],
-    v: [f32; 3],
-    w: [f32; 3],
-}
-
-struct Sim {
-    rng: ChaCha8Rng,
-    cubes: Vec<Cube>,
-}
-
-impl Sim {
-    fn new(seed: u64, n: usize) -> Self {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let cubes = (0..n)
-            .map(|_| Cube {
-                p: [
-                    rng.random_range(-HALF_WORLD..HALF_WORLD),
-                    rng.random_range(0.5..12.0),
-                    rng.random_range(-HALF_WORLD..HALF_WORLD),
-                ],
-                q: normalize([
-                    rng.random_range(-1.0..1.0),
-                    rng.random_range(-1.0..1.0),
-                    rng.random_range(-1.0..1.0),
-                    rng.random_range(-1.0..1.0),
-                ]),
-                v: [
-                    rng.random_range(-4.0..4.0),
-                    rng.random_range(-2.0..6.0),
-                    rng.random_range(-4.0..4.0),
-                ],
-                w: [
-                    rng.random_range(-3.0..3.0),
-                    rng.random_range(-3.0..3.0),
-                    rng.random_range(-3.0..3.0),
-                ],
-            })
-            .collect();
-        Self { rng, cubes }
-    }
-
-    fn step(&mut self) {
-        let dt = 1.0 / HZ;
-        for c in &mut self.cubes {
-            c.v[1] -= 9.81 * dt;
-            for i in 0..3 {
-                c.p[i] += c.v[i] * dt;
-            }
-            if c.p[1] < 0.5 {
-                c.p[1] = 0.5;
-                if c.v[1] < 0.0 {
-                    c.v[1] = -c.v[1] * 0.55;
-                    c.v[0] *= 0.8;
-                    c.v[2] *= 0.8;
-                    c.w = c.w.map(|x| x * 0.7);
-                }
-            }
-            for i in [0, 2] {
-                if c.p[i].abs() > HALF_WORLD {
-                    c.p[i] = c.p[i].clamp(-HALF_WORLD, HALF_WORLD);
-                    c.v[i] = -c.v[i] * 0.7;
-                }
-            }
-            if self.rng.random_bool(0.01) {
-                c.v[0] += self.rng.random_range(-3.0..3.0);
-                c.v[1] += self.rng.random_range(2.0..7.0);
-                c.v[2] += self.rng.random_range(-3.0..3.0);
-                c.w = [0, 1, 2].map(|i| c.w[i] + self.rng.random_range(-4.0..4.0));
-            }
-            c.q = integrate(c.q, c.w, dt);
+/// Runs the rapier katamari scene (the player cube rolling under forces, attracting and blowing cubes) and
+/// records every frame's quantized states from `WARMUP_FRAMES` on, `count` frames in all.
+fn record_katamari(count: usize) -> Vec<Vec<ObjectState>> {
+    let mut world = World::new(WorldConfig::default(), &SceneSpec::katamari());
+    let mut script =
+        KatamariScript::new(&world, KatamariTuning::default()).expect("katamari has a player cube");
+    let mut frames = Vec::with_capacity(count);
+    while frames.len() < count {
+        script
+            .apply(&mut world)
+            .expect("the host pushes its own cubes");
+        world.step();
+        if world.frame() > WARMUP_FRAMES {
+            frames.push(world.object_states());
         }
     }
-
-    fn quantize(&self, quant: &QuantConfig) -> Vec<ObjectState> {
-        self.cubes
-            .iter()
-            .map(|c| ObjectState {
-                body: BodyState::quantize(quant, c.p, c.q, c.v, c.w, false),
-                ..ObjectState::default()
-            })
-            .collect()
-    }
-}
-
-fn normalize(q: [f32; 4]) -> [f32; 4] {
-    let n = q.iter().map(|c| c * c).sum::<f32>().sqrt().max(1e-6);
-    q.map(|c| c / n)
-}
-
-/// Advances orientation `q` (`[x, y, z, w]`) by angular velocity `w` over `dt`.
-fn integrate(q: [f32; 4], w: [f32; 3], dt: f32) -> [f32; 4] {
-    let [x, y, z, s] = q;
-    let h = 0.5 * dt;
-    normalize([
-        x + h * (w[0] * s + w[1] * z - w[2] * y),
-        y + h * (w[1] * s + w[2] * x - w[0] * z),
-        z + h * (w[2] * s + w[0] * y - w[1] * x),
-        s - h * (w[0] * x + w[1] * y + w[2] * z),
-    ])
+    frames
 }
 
 /// One measured frame: the states now and the acked baseline states `gap` frames earlier.
@@ -208,7 +118,7 @@ fn measure_backend(
     args: &Args,
     config: &StateConfig,
 ) -> Value {
-    let n = args.objects;
+    let n = samples.first().map_or(0, |s| s.now.len());
     let order: Vec<u16> = (0..n as u16).collect();
     // A link whose budget holds every object, to time the per-object path without the budget cutting in.
     let wide = LinkConfig {
@@ -263,7 +173,12 @@ fn measure_backend(
             );
             black_box(entries);
         }
-        // One datagram filled to the 1200-byte budget.
+        // One datagram filled to the 1200-byte budget, in the order a priority accumulator would give: the cubes
+        // that changed first.
+        let (mut priority, unchanged): (Vec<u16>, Vec<u16>) = order
+            .iter()
+            .partition(|&&id| s.now[usize::from(id)] != s.base[usize::from(id)]);
+        priority.extend(unchanged);
         let mut tracker = sender(&full, s, args.gap);
         let history = receiver(&full, s, args.gap);
         let mut packet = None;
@@ -274,7 +189,7 @@ fn measure_backend(
                 config,
                 header(args.gap),
                 s.frame,
-                &order,
+                &priority,
                 state_of,
                 &mut tracker,
             )
@@ -324,38 +239,27 @@ fn measure_backend(
 fn main() {
     let args = Args::parse();
     assert!(
-        args.objects > 0 && args.objects <= 4096,
-        "--objects must be within 1..=4096"
-    );
-    assert!(
         args.gap > 0 && args.frames > 0 && args.repeats > 0,
         "--gap, --frames and --repeats must be positive"
     );
     let config = StateConfig::default();
-    let mut sim = Sim::new(args.seed, args.objects);
-    // Let the cubes fall, bounce and spread before measuring.
-    for _ in 0..120 {
-        sim.step();
-    }
-    let mut past: Vec<Vec<ObjectState>> = Vec::new();
-    let mut samples = Vec::new();
-    let mut frame = 120u16;
+    // Measured frames are `spacing` frames apart, each against the frame `gap` before it.
     let spacing = 7;
-    while samples.len() < args.frames {
-        sim.step();
-        frame = frame.wrapping_add(1);
-        past.push(sim.quantize(&config.quant));
-        if past.len() > args.gap + 1 {
-            past.remove(0);
-        }
-        if past.len() == args.gap + 1 && frame.is_multiple_of(spacing) {
-            samples.push(Sample {
-                frame,
-                now: past[args.gap].clone(),
-                base: past[0].clone(),
-            });
-        }
-    }
+    let recorded = record_katamari(args.gap + 1 + spacing * args.frames);
+    let samples: Vec<Sample> = (0..args.frames)
+        .map(|i| {
+            let at = args.gap + spacing * i;
+            Sample {
+                frame: (WARMUP_FRAMES as usize + 1 + at) as u16,
+                now: recorded[at].clone(),
+                base: recorded[at - args.gap].clone(),
+            }
+        })
+        .collect();
+    let changed: usize = samples
+        .iter()
+        .map(|s| s.now.iter().zip(&s.base).filter(|(a, b)| a != b).count())
+        .sum();
 
     let mut paths = [0usize; 5];
     // How much of a prediction-error residual is rotation: the residual measured as is, and with the rotation
@@ -407,8 +311,9 @@ fn main() {
     let ratio = arith["bits_per_object"].as_f64().unwrap_or(0.0)
         / bitpack["bits_per_object"].as_f64().unwrap_or(1.0);
     let out = json!({
-        "objects": args.objects,
-        "seed": args.seed,
+        "scene": "katamari (rapier, recorded in this run)",
+        "objects": samples.first().map_or(0, |s| s.now.len()),
+        "changed_per_frame": changed as f64 / samples.len() as f64,
         "baseline_gap_frames": args.gap,
         "frames_measured": args.frames,
         "repeats": args.repeats,
