@@ -15,5 +15,5 @@ pub mod wire;
 pub use match_data::{MatchData, MatchDataAssembler};
 pub use messages::{Accept, MatchResults, Message, RejectReason, Roster};
 pub use snapshot::{LocalPlayerSnap, MatchPhase, RemotePlayerSnap, ScoreLine, Snapshot};
-pub use token::ConnectToken;
+pub use token::{MAX_NAME_BYTES, PlayerClaims, mint_from_passphrase, mint_token};
 pub use wire::{PacketKind, WireError};
