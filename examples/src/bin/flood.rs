@@ -1,4 +1,5 @@
-//! Floods a live server over real UDP on 127.0.0.1 and measures what it costs: a peer host with three bot guests,
+//! Floods a live server over real UDP on 127.0.0.1 and measures what it costs: a peer host with two bot guests (a
+//! slot left free for a fake),
 //! or a dedicated match with two bot clients, takes `--rate` hostile datagrams a second for `--seconds` from 256
 //! source ports: random bytes, and real datagrams of a guest (recorded by a relay in front of it) replayed
 //! exactly, with a flipped bit, or truncated. Prints the process's resident memory before, during and after,
@@ -94,7 +95,7 @@ fn mb(bytes: Option<u64>) -> f64 {
 
 fn peer_server(plain: bool, stop: Arc<AtomicBool>) -> (SocketAddr, JoinHandle<ServerReport>) {
     let mut config = HostConfig::new(SceneKind::Table);
-    config.max_players = 16;
+    config.max_players = physync_engine::world::avatar::MAX_PLAYERS as u8;
     let mut host = PeerHost::new(config).expect("valid host config");
     let mut driver = if plain {
         LaminarDriver::bind("127.0.0.1:0", DriverConfig::default())

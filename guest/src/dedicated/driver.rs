@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::bot::{Bot, BotConfig};
 use super::cli::DedicatedArgs;
 use super::client::{ClientConfig, ClientEvent, ClientPhase, ShooterClient};
+use super::sim::handshaking;
 
 /// Longest the driver sleeps between pumps.
 const MAX_IDLE: Duration = Duration::from_millis(1);
@@ -88,6 +89,9 @@ impl UdpClient {
             if let DriverEvent::Datagram(d) = event {
                 self.client.handle_datagram(now, d.from, &d.payload);
             }
+        }
+        if self.driver.connection().is_some_and(handshaking) {
+            return Ok(Some(now + MAX_IDLE));
         }
         if let Some(bot) = &mut self.bot {
             let input = bot.input(&self.client, now);

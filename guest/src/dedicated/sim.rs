@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use physync_engine::connection::ClientPhase as ConnectionPhase;
 use physync_engine::connection::{self, ClientAuth, Endpoint};
 use physync_engine::shooter::PlayerInput;
 use physync_engine::transport::{Delivery, MemoryNetwork, Transmit, TransportError};
@@ -43,6 +44,12 @@ impl MemoryClient {
         })
     }
 
+    /// `payload` sealed for the server by this client's connection layer, as it would leave the client (tests
+    /// alter and replay such datagrams).
+    pub fn seal(&mut self, now: Duration, payload: &[u8]) -> Option<Vec<u8>> {
+        self.connection.seal(now, self.server, payload)
+    }
+
     /// Sends `payload` to the server sealed by this client's connection layer, bypassing the core: how a client
     /// that holds keys and turned hostile reaches the server.
     pub fn send_sealed(
@@ -80,7 +87,10 @@ impl MemoryClient {
 
     /// When the core next wants to run.
     pub fn next_deadline(&self) -> Option<Duration> {
-        [self.client.poll_timeout(), self.connection.poll_timeout()]
+        let core = (!handshaking(&self.connection))
+            .then(|| self.client.poll_timeout())
+            .flatten();
+        [core, self.connection.poll_timeout()]
             .into_iter()
             .flatten()
             .min()
@@ -102,6 +112,9 @@ impl MemoryClient {
         if self.connection.poll_timeout().is_some_and(|t| t <= now) {
             self.connection.handle_timeout(now);
         }
+        if handshaking(&self.connection) {
+            return self.flush(net, now);
+        }
         if self.client.poll_timeout().is_some_and(|t| t <= now) {
             let chosen = match input(&self.client, now) {
                 Some(i) => Some(i),
@@ -117,6 +130,11 @@ impl MemoryClient {
                 net.send(now, self.addr, Transmit { payload, ..t })?;
             }
         }
+        self.flush(net, now)
+    }
+
+    /// Sends the connection layer's handshakes and keep-alives.
+    fn flush(&mut self, net: &mut MemoryNetwork, now: Duration) -> Result<(), TransportError> {
         while let Some((to, payload)) = self.connection.poll_transmit() {
             let t = Transmit {
                 to,
@@ -127,4 +145,13 @@ impl MemoryClient {
         }
         Ok(())
     }
+}
+
+/// True while the connection layer is still shaking hands: the core waits, so that what it measures (its
+/// connect's round trip among others) starts from an open channel.
+pub fn handshaking(connection: &Endpoint) -> bool {
+    matches!(
+        connection.client_phase(),
+        Some(ConnectionPhase::Requesting | ConnectionPhase::Responding)
+    )
 }

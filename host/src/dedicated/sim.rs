@@ -58,6 +58,12 @@ impl MemoryServer {
         })
     }
 
+    /// `payload` sealed for `to` by the server's connection layer, as it would leave the server (tests alter and
+    /// replay such datagrams); `None` without a session with `to`.
+    pub fn seal(&mut self, now: Duration, to: SocketAddr, payload: &[u8]) -> Option<Vec<u8>> {
+        self.connection.seal(now, to, payload)
+    }
+
     /// The connection layer in front of the core.
     pub fn connection(&self) -> &Endpoint {
         &self.connection

@@ -14,6 +14,7 @@ use physync_engine::shooter::PlayerInput;
 use physync_engine::shooter_net::{PlayerClaims, RejectReason, mint_from_passphrase};
 use physync_engine::transport::{DriverEvent, LaminarDriver};
 use physync_guest::dedicated::driver::{UdpClient, client_driver};
+use physync_guest::dedicated::sim::handshaking;
 use physync_guest::dedicated::{
     Bot, BotConfig, ClientConfig, ClientEvent, ClientPhase, ShooterClient,
 };
@@ -226,6 +227,10 @@ impl ShooterSession {
             if let DriverEvent::Datagram(d) = event {
                 self.client.handle_datagram(now, d.from, &d.payload);
             }
+        }
+        if self.driver.connection().is_some_and(handshaking) {
+            // The core starts once the connection layer is up, so its connect's round trip is the channel's.
+            return &self.events;
         }
         self.client.set_input(input);
         self.client.handle_timeout(now);
