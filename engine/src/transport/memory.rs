@@ -73,6 +73,9 @@ impl MemoryNetwork {
         match self.endpoints.remove(&addr) {
             Some(endpoint) => {
                 self.undeliverable += endpoint.inbox.len() as u64;
+                // Its links go with it: a long session with churn holds state only for present endpoints.
+                self.links
+                    .retain(|&(from, to), _| from != addr && to != addr);
                 true
             }
             None => false,
