@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Args;
-use physync_engine::session::udp::{linger, run_udp};
+use physync_engine::connection::{ClientPhase, CloseReason, ConnectionStats, Endpoint};
+use physync_engine::session::udp::{bind_peer_guest, linger, pump_udp};
 use physync_engine::transport::{DriverConfig, LaminarDriver, TransportError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -39,6 +40,9 @@ pub struct PeerGuestArgs {
     /// Print the summary as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// The join code the host shows, if it set one.
+    #[arg(long)]
+    pub join_code: Option<String>,
 }
 
 /// What the guest prints at exit.
@@ -58,6 +62,8 @@ pub struct GuestSummary {
     pub counters: Option<GuestCounters>,
     /// Datagrams dropped.
     pub drops: GuestDrops,
+    /// The connection layer: handshake and datagrams dropped by kind.
+    pub connection: Option<ConnectionStats>,
 }
 
 /// Why the guest could not run.
@@ -107,40 +113,52 @@ pub fn run_peer_guest(args: &PeerGuestArgs) -> Result<(GuestSummary, bool), RunE
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut guest = PeerGuest::new(GuestConfig::new(args.connect, rng.random()));
     let mut bot = Bot::new(args.bot, rng.random());
-    let mut driver = LaminarDriver::bind(args.bind, DriverConfig::default())?;
+    let join_code = args.join_code.clone();
+    let mut driver = bind_peer_guest(args.bind, DriverConfig::default(), args.connect, join_code)?;
     tracing::info!(local = %driver.local_addr(), host = %args.connect, bot = %args.bot, "joining");
     let until = Duration::from_secs_f64(args.seconds);
     let mut next_status = Duration::from_secs(1);
-    run_udp(
-        &mut driver,
-        &mut guest,
-        |now, g| {
+    let handshake_failed = |driver: &LaminarDriver| {
+        driver.connection().and_then(Endpoint::client_phase)
+            == Some(ClientPhase::Closed(CloseReason::ConnectFailed))
+    };
+    loop {
+        let wait = pump_udp(&mut driver, &mut guest, |now, g| {
             if let Some(s) = g.session_mut() {
                 bot.act(now, s);
             }
-        },
-        |now, g| {
-            if now >= next_status {
-                eprintln!("{}", status_line(g));
-                next_status += Duration::from_secs(1);
-            }
-            g.end_reason().is_none() && now < until
-        },
-    )?;
+        })?;
+        let now = driver.now();
+        if now >= next_status {
+            eprintln!("{}", status_line(&guest));
+            next_status += Duration::from_secs(1);
+        }
+        if guest.end_reason().is_some() || now >= until || handshake_failed(&driver) {
+            break;
+        }
+        std::thread::sleep(wait);
+    }
+    let handshake_failed = handshake_failed(&driver);
     let ours = guest.end_reason().is_none();
     if ours {
         guest.leave();
         linger(&mut driver, &mut guest, LINGER)?;
     }
     let now = guest.now();
+    let ended = if handshake_failed && guest.session().is_none() {
+        "no answer to the handshake (no host there, or a wrong join code)".to_owned()
+    } else {
+        describe(guest.end_reason())
+    };
     let summary = GuestSummary {
-        ended: describe(guest.end_reason()),
+        ended,
         player: guest.session().map(|s| s.player()),
         seconds: now.as_secs_f64(),
         bot: format!("{:?}", bot.actions()),
         link: guest.session().map(|s| s.link_report(now)),
         counters: guest.session().map(|s| *s.counters()),
         drops: *guest.drops(),
+        connection: driver.connection_stats().copied(),
     };
-    Ok((summary, ours))
+    Ok((summary, ours && !handshake_failed))
 }

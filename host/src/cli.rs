@@ -7,8 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Args;
-use physync_engine::session::udp::{linger, run_udp};
-use physync_engine::transport::{DriverConfig, LaminarDriver, TransportError};
+use physync_engine::connection::{ConnectionStats, new_join_code};
+use physync_engine::session::udp::{bind_peer_host, linger, run_udp};
+use physync_engine::transport::{DriverConfig, TransportError};
 use physync_engine::world::scene::SceneKind;
 use serde::Serialize;
 
@@ -41,9 +42,21 @@ pub struct PeerHostArgs {
     /// Print the summary as one JSON object on stdout (status lines then go to stderr).
     #[arg(long)]
     pub json: bool,
+    /// Admit only guests that type this join code; `--join-code` alone makes up a fresh one and prints it.
+    #[arg(long, num_args = 0..=1, default_missing_value = "new")]
+    pub join_code: Option<String>,
 }
 
 impl PeerHostArgs {
+    /// The join code the session runs with: the one given, a fresh one for `new`, or none.
+    pub fn resolved_join_code(&self) -> Option<String> {
+        match self.join_code.as_deref() {
+            None => None,
+            Some("new") => Some(new_join_code()),
+            Some(code) => Some(code.to_owned()),
+        }
+    }
+
     /// The host configuration these arguments ask for.
     pub fn host_config(&self) -> HostConfig {
         let mut config = HostConfig::new(self.scene);
@@ -80,6 +93,8 @@ pub struct HostSummary {
     pub counters: HostCounters,
     /// The guests still joined at the end.
     pub guests: Vec<GuestReport>,
+    /// The connection layer: sessions set up and datagrams dropped by kind.
+    pub connection: Option<ConnectionStats>,
 }
 
 impl HostSummary {
@@ -93,6 +108,7 @@ impl HostSummary {
             host_kbps_up_total: host.avg_kbps_up(),
             counters: *host.counters(),
             guests,
+            connection: None,
         }
     }
 }
@@ -153,8 +169,12 @@ fn catch_interrupt() {
 /// summary (the caller prints it).
 pub fn run_peer_host(args: &PeerHostArgs) -> Result<HostSummary, RunError> {
     let mut host = PeerHost::new(args.host_config())?;
-    let mut driver = LaminarDriver::bind(args.listen, DriverConfig::default())?;
+    let join_code = args.resolved_join_code();
+    let mut driver = bind_peer_host(args.listen, DriverConfig::default(), join_code.clone())?;
     tracing::info!(addr = %driver.local_addr(), scene = %args.scene, "hosting");
+    if let Some(code) = &join_code {
+        eprintln!("join code: {code}");
+    }
     catch_interrupt();
     let until = args.seconds.map(Duration::from_secs_f64);
     let mut next_status = Duration::from_secs(1);
@@ -175,7 +195,8 @@ pub fn run_peer_host(args: &PeerHostArgs) -> Result<HostSummary, RunError> {
             !STOP.load(Ordering::SeqCst) && until.is_none_or(|u| now < u)
         },
     )?;
-    let summary = HostSummary::of(&host);
+    let mut summary = HostSummary::of(&host);
+    summary.connection = driver.connection_stats().copied();
     host.leave();
     linger(&mut driver, &mut host, LINGER)?;
     Ok(summary)

@@ -1,11 +1,12 @@
-//! `physync-host`: hosts a peer session over UDP and plays as player 0 (`--mode peer`, the default), or runs
-//! dedicated shooter matches (`--mode dedicated`).
+//! `physync-host`: hosts a peer session over UDP and plays as player 0 (`--mode peer`, the default), runs
+//! dedicated shooter matches (`--mode dedicated`), or mints their connect tokens (`physync-host token`).
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use physync_engine::mode::Mode;
 use physync_host::cli::{PeerHostArgs, run_peer_host};
+use physync_host::dedicated::token_cli::{TokenArgs, run_token};
 use physync_host::dedicated::{DedicatedArgs, run as run_dedicated};
 use tracing_subscriber::EnvFilter;
 
@@ -32,6 +33,14 @@ struct DedicatedCli {
     dedicated: DedicatedArgs,
 }
 
+/// Mints a connect token for the dedicated mode (`physync-host token --help`).
+#[derive(Debug, Parser)]
+#[command(name = "physync-host token", version, about)]
+struct TokenCli {
+    #[command(flatten)]
+    token: TokenArgs,
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -39,6 +48,13 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    if std::env::args().nth(1).as_deref() == Some("token") {
+        let args = std::env::args()
+            .enumerate()
+            .filter(|(i, _)| *i != 1)
+            .map(|(_, a)| a);
+        return token(TokenCli::parse_from(args));
+    }
     match Mode::from_args(std::env::args()) {
         Mode::Peer => peer(PeerCli::parse()),
         Mode::Dedicated => dedicated(DedicatedCli::parse()),
@@ -73,6 +89,19 @@ fn dedicated(cli: DedicatedCli) -> ExitCode {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("physync-host: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn token(cli: TokenCli) -> ExitCode {
+    match run_token(&cli.token) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("physync-host token: {e}");
             ExitCode::FAILURE
         }
     }

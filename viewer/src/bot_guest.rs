@@ -4,7 +4,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use physync_engine::session::PlayerControls;
-use physync_engine::session::udp::pump_udp;
+use physync_engine::session::udp::{bind_peer_guest, pump_udp};
 use physync_engine::transport::{DriverConfig, LaminarDriver, TransportError};
 use physync_guest::bots::{Bot, BotKind};
 use physync_guest::peer::EndReason;
@@ -31,13 +31,11 @@ impl BotGuest {
             (false, true) => (Ipv4Addr::UNSPECIFIED, 0).into(),
             (false, false) => (Ipv6Addr::UNSPECIFIED, 0).into(),
         };
-        let driver = LaminarDriver::bind(
-            bind,
-            DriverConfig {
-                seed: rng.random(),
-                ..DriverConfig::default()
-            },
-        )?;
+        let config = DriverConfig {
+            seed: rng.random(),
+            ..DriverConfig::default()
+        };
+        let driver = bind_peer_guest(bind, config, host, None)?;
         Ok(Self {
             core: PeerGuest::new(GuestConfig::new(host, rng.random())),
             driver,

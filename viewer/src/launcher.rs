@@ -10,7 +10,8 @@
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use physync_engine::transport::{DriverConfig, LaminarDriver};
+use physync_engine::session::udp::{bind_peer_guest, bind_peer_host};
+use physync_engine::transport::DriverConfig;
 use physync_engine::world::scene::SceneKind;
 use physync_guest::{GuestConfig, PeerGuest};
 use physync_host::PeerHost;
@@ -106,9 +107,12 @@ impl SessionLauncher for CoreLauncher {
         let mut host_config = physync_host::HostConfig::new(config.scene);
         host_config.max_players = config.max_players;
         let core = PeerHost::new(host_config).map_err(|e| LaunchError::Config(e.to_string()))?;
-        let driver =
-            LaminarDriver::bind((Ipv4Addr::UNSPECIFIED, config.port), self.driver_config())
-                .map_err(|e| LaunchError::Socket(format!("UDP port {}: {e}", config.port)))?;
+        let driver = bind_peer_host(
+            (Ipv4Addr::UNSPECIFIED, config.port),
+            self.driver_config(),
+            None,
+        )
+        .map_err(|e| LaunchError::Socket(format!("UDP port {}: {e}", config.port)))?;
         let title = format!(
             "Hosting '{}' on UDP port {} — up to {} players",
             config.scene,
@@ -126,7 +130,7 @@ impl SessionLauncher for CoreLauncher {
         } else {
             (Ipv6Addr::UNSPECIFIED, 0).into()
         };
-        let driver = LaminarDriver::bind(bind, self.driver_config())
+        let driver = bind_peer_guest(bind, self.driver_config(), config.address, None)
             .map_err(|e| LaunchError::Socket(e.to_string()))?;
         let mut guest_config = GuestConfig::new(config.address, self.rng.random());
         if let Some(timeout) = self.join_timeout {

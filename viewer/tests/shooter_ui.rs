@@ -14,9 +14,9 @@ use egui::accesskit::Role;
 use egui::{Event, Key, Modifiers, PointerButton, Pos2, Vec2};
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
+use physync_engine::connection::key_from_passphrase;
 use physync_engine::shooter::{ArenaMap, units};
-use physync_engine::shooter_net::ConnectToken;
-use physync_engine::shooter_net::token::secret_from_passphrase;
+use physync_engine::shooter_net::{PlayerClaims, mint_from_passphrase};
 use physync_guest::dedicated::ClientConfig;
 use physync_guest::dedicated::driver::UdpClient;
 use physync_host::dedicated::MatchConfig;
@@ -235,7 +235,7 @@ impl TestServer {
 
     fn start_on(passphrase: &str, map: ArenaMap) -> Self {
         let config = MatchConfig {
-            secret: secret_from_passphrase(passphrase),
+            token_key: key_from_passphrase(passphrase),
             min_players: 1,
             map,
             ..MatchConfig::default()
@@ -343,8 +343,10 @@ struct StandingPlayer {
 
 impl StandingPlayer {
     fn join(server: SocketAddr) -> Self {
+        let claims = PlayerClaims::new(1, "target");
         let token =
-            ConnectToken::issue(&secret_from_passphrase("physync-dev"), 1, "target", 86_400);
+            mint_from_passphrase("physync-dev", &claims, &[server], Duration::from_secs(600))
+                .unwrap();
         let mut client = UdpClient::bind(
             SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
             ClientConfig::new(server, token),

@@ -1,15 +1,44 @@
 //! Running a session core over a real UDP socket ([`LaminarDriver`]): one pump of the loop, shared by both roles'
 //! binaries, the viewer and the UDP tests.
 
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use crate::transport::{DriverEvent, LaminarDriver, TransportError};
+use crate::connection::{ClientAuth, ClientConfig, Endpoint, ServerAuth, ServerConfig, os_seed};
+use crate::transport::{DriverConfig, DriverEvent, LaminarDriver, TransportError};
 
 use super::core::SessionCore;
 
 /// Longest a driver loop waits between pumps, so incoming datagrams are picked up promptly even when the core has
 /// no deadline sooner (laminar offers no blocking wait that a core deadline could interrupt).
 pub const MAX_PUMP_INTERVAL: Duration = Duration::from_millis(2);
+
+/// Binds a peer host's UDP driver at `addr` behind the connection layer: guests pass the challenge, agree keys
+/// with X25519 and, when `join_code` is set, must give the same code.
+pub fn bind_peer_host(
+    addr: impl ToSocketAddrs,
+    config: DriverConfig,
+    join_code: Option<String>,
+) -> Result<LaminarDriver, TransportError> {
+    let auth = ServerAuth::Peer { join_code };
+    LaminarDriver::bind_secure(
+        addr,
+        config,
+        Endpoint::server(ServerConfig::new(auth), os_seed()),
+    )
+}
+
+/// Binds a peer guest's UDP driver at `addr`, its connection layer joining `host` with `join_code`.
+pub fn bind_peer_guest(
+    addr: impl ToSocketAddrs,
+    config: DriverConfig,
+    host: SocketAddr,
+    join_code: Option<String>,
+) -> Result<LaminarDriver, TransportError> {
+    let auth = ClientAuth::Peer { join_code };
+    let endpoint = Endpoint::client(ClientConfig::new(host, auth), Duration::ZERO, os_seed());
+    LaminarDriver::bind_secure(addr, config, endpoint)
+}
 
 /// One turn of the UDP loop at the driver's current time: moves socket traffic, hands arrived datagrams to the
 /// core, runs the core's deadline if due (after `input`, where a local player or a bot acts), and sends what the
@@ -28,6 +57,9 @@ pub fn pump_udp<C: SessionCore>(
             DriverEvent::TimedOut(peer) => tracing::debug!(%peer, "laminar timed out"),
             DriverEvent::Disconnected(peer) => tracing::debug!(%peer, "laminar disconnected"),
         }
+    }
+    while let Some(event) = driver.poll_connection_event() {
+        tracing::debug!(?event, "connection");
     }
     if core.poll_timeout().is_some_and(|t| t <= now) {
         input(now, core);

@@ -1,14 +1,16 @@
 //! The static match data a client receives at connect: rules, map, lifecycle limits and the string-to-int table
 //! of weapon names, serialized once and cut into chunks under the MTU; and the client's reassembly of them.
 
+use std::hash::Hasher;
+
 use nalgebra::{Point3, Vector3};
 use physync_codec::bitpack::{BitReadStream, BitWriteStream};
 use physync_codec::stream::Ctx;
 use physync_codec::{CodecError, Stream};
+use siphasher::sip::SipHasher24;
 
 use super::messages::{Accept, CHUNK_BYTES, MAX_CHUNKS, MatchDataChunk};
 use super::snapshot::{MAX_CUBES, MAX_SLOTS};
-use super::token::siphash24;
 use super::wire::{self, WireError};
 use crate::shooter::map::{ArenaMap, BoxSpec, CubeSpec, SpawnPoint};
 use crate::shooter::rules::GameRules;
@@ -232,7 +234,9 @@ impl MatchData {
 
 /// The checksum an [`Accept`] carries for the static data.
 pub fn data_hash(bytes: &[u8]) -> u64 {
-    siphash24(&[0; 16], bytes)
+    let mut h = SipHasher24::new_with_keys(0, 0);
+    h.write(bytes);
+    h.finish()
 }
 
 /// Cuts serialized match data into chunks of at most [`CHUNK_BYTES`].

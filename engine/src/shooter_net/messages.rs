@@ -5,7 +5,7 @@ use physync_codec::bitpack::BitWriteStream;
 use physync_codec::stream::Ctx;
 
 use super::snapshot::{MAX_SLOTS, ScoreLine};
-use super::token::{ConnectToken, MAX_NAME_BYTES};
+use super::token::MAX_NAME_BYTES;
 use super::wire::{self, Incoming, PacketKind, WireError};
 use crate::shooter::input::{InputCommand, PlayerInput, ViewTime};
 
@@ -38,11 +38,10 @@ const ENTRIES: Ctx = Ctx::user(45, "entries");
 const SCORE: Ctx = Ctx::user(46, "score");
 const WINNER: Ctx = Ctx::user(47, "winner");
 
-/// Client → server: asks for a slot with a token; repeated until accepted and all static data is held.
+/// Client → server: asks for a slot; repeated until accepted and all static data is held. Who asks is what the
+/// connect token the connection layer verified says (the request itself carries no identity).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ConnectRequest {
-    /// The ticket.
-    pub token: ConnectToken,
     /// Bit `i` set: chunk `i` of the static match data is already held (the server resends the others).
     pub chunks_held: u32,
 }
@@ -128,7 +127,6 @@ pub enum Message {
 }
 
 fn connect<S: Stream>(s: &mut S, m: &mut ConnectRequest) -> Result<(), WireError> {
-    m.token.serialize(s)?;
     s.bits(CHUNK_MASK, &mut m.chunks_held, 32)?;
     Ok(())
 }
@@ -342,10 +340,7 @@ mod tests {
             })
             .collect();
         vec![
-            Message::ConnectRequest(ConnectRequest {
-                token: ConnectToken::issue(&[1; 16], 9, "bob", 77),
-                chunks_held: 0b101,
-            }),
+            Message::ConnectRequest(ConnectRequest { chunks_held: 0b101 }),
             Message::Accept(Accept {
                 slot: 4,
                 server_tick: 1234,

@@ -17,5 +17,5 @@ pub use events::{EventKind, GameEvent, ShotSeen};
 pub use match_data::{MatchData, MatchDataAssembler};
 pub use messages::{Accept, MatchResults, Message, RejectReason, Roster};
 pub use snapshot::{LocalPlayerSnap, MatchPhase, RemotePlayerSnap, ScoreLine, Sighting, Snapshot};
-pub use token::ConnectToken;
+pub use token::{MAX_NAME_BYTES, PlayerClaims, mint_from_passphrase, mint_token};
 pub use wire::{PacketKind, WireError};

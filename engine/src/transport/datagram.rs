@@ -8,6 +8,11 @@ use std::net::SocketAddr;
 /// common path MTUs, so nothing is ever fragmented at the IP layer.
 pub const MAX_DATAGRAM_PAYLOAD: usize = 1200;
 
+/// Largest datagram on the wire: a core's payload of at most [`MAX_DATAGRAM_PAYLOAD`] sealed by the connection
+/// layer (which adds [`crate::connection::DATA_OVERHEAD`] bytes). Still far below the 1472-byte UDP payload of a
+/// 1500-byte Ethernet MTU.
+pub const MAX_WIRE_PAYLOAD: usize = MAX_DATAGRAM_PAYLOAD + crate::connection::DATA_OVERHEAD;
+
 /// How a datagram travels: the two channels every session uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Delivery {

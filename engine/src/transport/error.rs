@@ -2,13 +2,15 @@
 
 use std::net::SocketAddr;
 
-use super::datagram::MAX_DATAGRAM_PAYLOAD;
+use super::datagram::{MAX_DATAGRAM_PAYLOAD, MAX_WIRE_PAYLOAD};
 
 /// Why a transport refused an operation.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
-    /// The payload is larger than [`MAX_DATAGRAM_PAYLOAD`].
-    #[error("payload of {len} bytes exceeds the {MAX_DATAGRAM_PAYLOAD}-byte datagram limit")]
+    /// The payload is larger than [`MAX_DATAGRAM_PAYLOAD`] (a core's) or [`MAX_WIRE_PAYLOAD`] (sealed).
+    #[error(
+        "payload of {len} bytes exceeds the datagram limit ({MAX_DATAGRAM_PAYLOAD} bytes from a core, {MAX_WIRE_PAYLOAD} sealed)"
+    )]
     PayloadTooLarge {
         /// Size of the refused payload.
         len: usize,
@@ -22,6 +24,9 @@ pub enum TransportError {
     /// A link conditioner setting is out of range.
     #[error("invalid link configuration: {0}")]
     InvalidLinkConfig(&'static str),
+    /// laminar's event channel is gone (cannot happen while the driver lives; kept typed, not unwrapped).
+    #[error("the socket's event channel is closed")]
+    Closed,
     /// laminar could not bind or query its UDP socket.
     #[error("laminar socket error: {0}")]
     Socket(#[from] laminar::ErrorKind),

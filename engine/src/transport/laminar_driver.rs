@@ -5,11 +5,16 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use laminar::{DeliveryGuarantee, OrderingGuarantee, Packet, Socket, SocketEvent};
+use laminar::{
+    ConnectionManager, DeliveryGuarantee, OrderingGuarantee, Packet, SocketEvent, VirtualConnection,
+};
+
+use crate::connection::{ConnectionEvent, ConnectionStats, Endpoint};
 
 use super::conditioner::{LinkConditioner, LinkConfig, LinkStats};
 use super::datagram::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, Transmit};
 use super::error::TransportError;
+use super::guarded_socket::{GuardedSocket, RawCounters};
 use super::seed::link_seed;
 use super::timed_queue::TimedQueue;
 use super::traffic::TrafficCounters;
@@ -86,9 +91,13 @@ struct OutgoingConditioner {
 /// - Heartbeats flow only once a peer is connected (traffic seen both ways); a peer that never sends is dropped
 ///   after the idle timeout.
 /// - Datagrams that are not laminar packets are discarded inside laminar and never reach the core.
+///
+/// Bound with [`LaminarDriver::bind_secure`], the connection layer ([`crate::connection`]) runs beneath laminar:
+/// laminar's datagrams are sealed on the way out and opened on the way in, and nothing from an address that has not
+/// passed the challenge reaches laminar or the core.
 #[derive(Debug)]
 pub struct LaminarDriver {
-    socket: Socket,
+    socket: ConnectionManager<GuardedSocket, VirtualConnection>,
     local_addr: SocketAddr,
     epoch: Instant,
     seed: u64,
@@ -99,8 +108,27 @@ pub struct LaminarDriver {
 }
 
 impl LaminarDriver {
-    /// Binds a UDP socket at `addr` (port 0 picks a free port) and starts the session clock.
+    /// Binds a UDP socket at `addr` (port 0 picks a free port) and starts the session clock. Datagrams travel
+    /// unauthenticated: use [`LaminarDriver::bind_secure`] for anything facing a network.
     pub fn bind(addr: impl ToSocketAddrs, config: DriverConfig) -> Result<Self, TransportError> {
+        Self::bind_with(addr, config, None)
+    }
+
+    /// Binds like [`LaminarDriver::bind`], with `connection` (a server or client endpoint whose session time
+    /// starts now) between the socket and laminar.
+    pub fn bind_secure(
+        addr: impl ToSocketAddrs,
+        config: DriverConfig,
+        connection: Endpoint,
+    ) -> Result<Self, TransportError> {
+        Self::bind_with(addr, config, Some(connection))
+    }
+
+    fn bind_with(
+        addr: impl ToSocketAddrs,
+        config: DriverConfig,
+        connection: Option<Endpoint>,
+    ) -> Result<Self, TransportError> {
         let conditioner = config
             .conditioner
             .map(|link| {
@@ -117,8 +145,10 @@ impl LaminarDriver {
             fragment_size: MAX_DATAGRAM_PAYLOAD as u16,
             ..laminar::Config::default()
         };
-        let socket = Socket::bind_with_config(addr, laminar_config)?;
-        let local_addr = socket.local_addr()?;
+        let udp = std::net::UdpSocket::bind(addr).map_err(laminar::ErrorKind::from)?;
+        let local_addr = udp.local_addr().map_err(laminar::ErrorKind::from)?;
+        let guarded = GuardedSocket::new(udp, connection).map_err(laminar::ErrorKind::from)?;
+        let socket = ConnectionManager::new(guarded, laminar_config);
         Ok(Self {
             socket,
             local_addr,
@@ -177,8 +207,11 @@ impl LaminarDriver {
         while let Some(transmit) = self.held.pop_due(now) {
             self.submit(transmit)?;
         }
+        self.socket.socket_mut().now = now;
+        self.socket.socket_mut().service();
         self.socket.manual_poll(self.epoch + now);
-        while let Some(event) = self.socket.recv() {
+        self.socket.socket_mut().service();
+        while let Ok(event) = self.socket.event_receiver().try_recv() {
             let event = match event {
                 SocketEvent::Packet(packet) => {
                     let datagram = Datagram {
@@ -269,8 +302,44 @@ impl LaminarDriver {
                 Packet::reliable_ordered(transmit.to, transmit.payload, Some(CONTROL_STREAM))
             }
         };
-        self.socket.send(packet)?;
+        self.socket
+            .event_sender()
+            .send(packet)
+            .map_err(|_| TransportError::Closed)?;
         Ok(())
+    }
+
+    /// The connection layer's next event (a peer passed the challenge, a session ended); `None` when bound
+    /// without one.
+    pub fn poll_connection_event(&mut self) -> Option<ConnectionEvent> {
+        self.socket.socket_mut().guard_mut()?.poll_event()
+    }
+
+    /// The connection layer's counters, when bound with one.
+    pub fn connection_stats(&self) -> Option<&ConnectionStats> {
+        self.socket.socket().guard().map(Endpoint::stats)
+    }
+
+    /// The connection layer, when bound with one.
+    pub fn connection(&self) -> Option<&Endpoint> {
+        self.socket.socket().guard()
+    }
+
+    /// The connection layer, mutably (to name the addresses tokens may give after binding).
+    pub fn connection_mut(&mut self) -> Option<&mut Endpoint> {
+        self.socket.socket_mut().guard_mut()
+    }
+
+    /// Ends the connection-layer session with `peer` (its core is done with it).
+    pub fn close_peer(&mut self, peer: SocketAddr) {
+        if let Some(guard) = self.socket.socket_mut().guard_mut() {
+            guard.close(peer);
+        }
+    }
+
+    /// Datagrams and bytes at the socket itself, before the connection layer and laminar.
+    pub fn raw_counters(&self) -> RawCounters {
+        self.socket.socket().raw()
     }
 }
 

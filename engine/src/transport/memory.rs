@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::conditioner::{LinkConditioner, LinkConfig, LinkStats};
-use super::datagram::{Datagram, MAX_DATAGRAM_PAYLOAD, Transmit};
+use super::datagram::{Datagram, MAX_WIRE_PAYLOAD, Transmit};
 use super::error::TransportError;
 use super::seed::link_seed;
 use super::timed_queue::TimedQueue;
@@ -73,6 +73,9 @@ impl MemoryNetwork {
         match self.endpoints.remove(&addr) {
             Some(endpoint) => {
                 self.undeliverable += endpoint.inbox.len() as u64;
+                // Its links go with it: a long session with churn holds state only for present endpoints.
+                self.links
+                    .retain(|&(from, to), _| from != addr && to != addr);
                 true
             }
             None => false,
@@ -113,7 +116,7 @@ impl MemoryNetwork {
 
     /// Sends `transmit` from the endpoint at `from` at session time `now`.
     ///
-    /// The sender must be attached and the payload at most [`MAX_DATAGRAM_PAYLOAD`] bytes. A destination with no
+    /// The sender must be attached and the payload at most [`MAX_WIRE_PAYLOAD`] bytes (a core's payload, sealed). A destination with no
     /// endpoint is not an error (UDP cannot tell either); the datagram is counted as sent and then as
     /// undeliverable.
     pub fn send(
@@ -123,7 +126,7 @@ impl MemoryNetwork {
         transmit: Transmit,
     ) -> Result<(), TransportError> {
         let len = transmit.payload.len();
-        if len > MAX_DATAGRAM_PAYLOAD {
+        if len > MAX_WIRE_PAYLOAD {
             return Err(TransportError::PayloadTooLarge { len });
         }
         let sender = self
@@ -498,14 +501,10 @@ mod tests {
             net.add_endpoint(addr(1)),
             Err(TransportError::AddressInUse(_))
         ));
-        let oversized = transmit(
-            addr(1),
-            Delivery::Unreliable,
-            vec![0; MAX_DATAGRAM_PAYLOAD + 1],
-        );
+        let oversized = transmit(addr(1), Delivery::Unreliable, vec![0; MAX_WIRE_PAYLOAD + 1]);
         assert!(matches!(
             net.send(Duration::ZERO, addr(1), oversized),
-            Err(TransportError::PayloadTooLarge { len }) if len == MAX_DATAGRAM_PAYLOAD + 1
+            Err(TransportError::PayloadTooLarge { len }) if len == MAX_WIRE_PAYLOAD + 1
         ));
         let stranger = transmit(addr(1), Delivery::Unreliable, vec![0]);
         assert!(matches!(
@@ -513,14 +512,14 @@ mod tests {
             Err(TransportError::UnknownEndpoint(_))
         ));
         assert_eq!(net.traffic(addr(1)).unwrap(), TrafficCounters::default());
-        let full = transmit(addr(1), Delivery::Unreliable, vec![0; MAX_DATAGRAM_PAYLOAD]);
+        let full = transmit(addr(1), Delivery::Unreliable, vec![0; MAX_WIRE_PAYLOAD]);
         assert!(net.send(Duration::ZERO, addr(1), full).is_ok());
         assert_eq!(
             net.poll_receive(addr(1), Duration::ZERO)
                 .unwrap()
                 .payload
                 .len(),
-            MAX_DATAGRAM_PAYLOAD
+            MAX_WIRE_PAYLOAD
         );
     }
 }

@@ -43,6 +43,7 @@ mod clock;
 mod conditioner;
 mod datagram;
 mod error;
+mod guarded_socket;
 mod laminar_driver;
 mod memory;
 mod seed;
@@ -53,8 +54,9 @@ pub use clock::SimClock;
 pub use conditioner::{
     LinkConditioner, LinkConfig, LinkStats, MAX_SIMULATED_RETRANSMISSIONS, Schedule,
 };
-pub use datagram::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, Transmit};
+pub use datagram::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, MAX_WIRE_PAYLOAD, Transmit};
 pub use error::TransportError;
+pub use guarded_socket::RawCounters;
 pub use laminar_driver::{CONTROL_STREAM, DriverConfig, DriverEvent, LaminarDriver};
 pub use memory::MemoryNetwork;
 pub use traffic::TrafficCounters;

@@ -11,11 +11,14 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use physync_engine::connection::{Endpoint, SIM_UNIX_EPOCH, ServerAuth, ServerConfig, TokenIssuer};
 use physync_engine::shooter::PlayerId;
-use physync_engine::shooter_net::ConnectToken;
-use physync_engine::transport::{LinkConfig, MemoryNetwork};
+use physync_engine::shooter_net::{PlayerClaims, mint_token};
+use physync_engine::transport::{Delivery, LinkConfig, MemoryNetwork, Transmit};
 use physync_guest::dedicated::{Bot, BotConfig, ClientConfig, MemoryClient};
+use physync_host::dedicated::driver::apply_connection_event;
 use physync_host::dedicated::{DedicatedServer, MatchConfig};
+use rand::SeedableRng;
 use serde::Serialize;
 
 #[derive(Debug, Parser)]
@@ -114,12 +117,31 @@ fn main() {
         range_coder: !args.bitpack,
         ..MatchConfig::default()
     };
-    let (secret, match_id) = (config.secret, config.match_id);
+    let (issuer, match_id) = (TokenIssuer::new(config.token_key), config.match_id);
+    // The server's connection layer: every datagram the core sees was authenticated and decrypted here, and the
+    // time it takes counts into the server's tick time.
+    let auth = ServerAuth::Tokens {
+        key: config.token_key,
+        public_addrs: vec![server_addr],
+        unix_at_epoch: SIM_UNIX_EPOCH,
+    };
+    let mut connection = Endpoint::server(ServerConfig::new(auth), [5; 32]);
+    let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(args.seed);
     let mut server = DedicatedServer::new(config, Duration::ZERO).expect("valid config");
     let mut clients: Vec<MemoryClient> = (0..players)
         .map(|i| {
             let addr = SocketAddr::from(([10, 0, 1, i as u8 + 1], 50_000));
-            let token = ConnectToken::issue(&secret, match_id, &format!("bot{i}"), u32::MAX);
+            let claims = PlayerClaims::new(match_id, &format!("bot{i}"));
+            let valid = Duration::from_secs(args.seconds + 3600);
+            let token = mint_token(
+                &issuer,
+                &mut rng,
+                SIM_UNIX_EPOCH,
+                &claims,
+                &[server_addr],
+                valid,
+            )
+            .expect("one server address");
             let bot = Bot::new(BotConfig::default(), args.seed * 1000 + i as u64);
             let config = ClientConfig::new(server_addr, token);
             MemoryClient::new(&mut net, addr, config, Some(bot), Duration::ZERO)
@@ -133,7 +155,10 @@ fn main() {
     let mut pending = Duration::ZERO;
     loop {
         let mut next = server.poll_timeout();
-        if let Some(t) = net.next_delivery() {
+        for t in [net.next_delivery(), connection.poll_timeout()]
+            .into_iter()
+            .flatten()
+        {
             next = next.min(t);
         }
         for c in &clients {
@@ -147,7 +172,16 @@ fn main() {
         now = now.max(next);
         let started = Instant::now();
         while let Some(d) = net.poll_receive(server_addr, now) {
-            server.handle_datagram(now, d.from, &d.payload);
+            let plain = connection.handle_datagram(now, d.from, &d.payload);
+            while let Some(event) = connection.poll_event() {
+                apply_connection_event(&mut server, event);
+            }
+            if let Some(plain) = plain {
+                server.handle_datagram(now, d.from, &plain);
+            }
+        }
+        if connection.poll_timeout().is_some_and(|t| t <= now) {
+            connection.handle_timeout(now);
         }
         pending += started.elapsed();
         let ticks_before = server.stats().ticks;
@@ -161,6 +195,17 @@ fn main() {
             pending = Duration::ZERO;
         }
         while let Some(t) = server.poll_transmit() {
+            if let Some(payload) = connection.seal(now, t.to, &t.payload) {
+                net.send(now, server_addr, Transmit { payload, ..t })
+                    .expect("server attached");
+            }
+        }
+        while let Some((to, payload)) = connection.poll_transmit() {
+            let t = Transmit {
+                to,
+                delivery: Delivery::Unreliable,
+                payload,
+            };
             net.send(now, server_addr, t).expect("server attached");
         }
         for c in clients.iter_mut() {

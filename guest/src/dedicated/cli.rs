@@ -19,11 +19,22 @@ pub struct DedicatedArgs {
     /// Player name (at most 16 bytes; it keys the slot for reconnects).
     #[arg(long, default_value = "bot")]
     pub name: String,
-    /// Passphrase shared with the server (dev setups issue their own tokens).
-    #[arg(long, default_value = "physync-dev")]
+    /// A connect token from the match's token issuer (`physync-host token` prints one), as hex. Without it the
+    /// client mints its own from `--secret`, which only a server sharing that secret accepts.
+    #[arg(long, env = "PHYSYNC_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Passphrase to mint its own token with when no `--token` is given (development: servers refuse the default
+    /// development passphrase unless started with `--dev`).
+    #[arg(
+        long,
+        default_value = "physync-dev",
+        env = "PHYSYNC_SECRET",
+        hide_env_values = true
+    )]
     pub secret: String,
-    /// Token lifetime from now, seconds of the server's session clock.
-    #[arg(long, default_value_t = 86_400)]
+    /// Lifetime of a self-minted token from now, seconds (an absolute expiry: a server restart does not revive
+    /// it).
+    #[arg(long, default_value_t = 3_600)]
     pub token_valid_s: u32,
     /// Seed of the bot's dice.
     #[arg(long, default_value_t = 1)]

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use physync_codec::{ReceivedPackets, StateConfig};
+use physync_engine::connection::ConnectToken;
 use physync_engine::shooter::hitbox::{PlayerHit, ShotRay, TargetPose};
 use physync_engine::shooter::interpolation::InterpolatedPose;
 use physync_engine::shooter::jitter::BufferMeterConfig;
@@ -23,8 +24,8 @@ use physync_engine::shooter_net::messages::ConnectRequest;
 use physync_engine::shooter_net::snapshot::{MAX_BASELINE_AGE, MAX_SLOTS, decode_snapshot};
 use physync_engine::shooter_net::wire::{read_any_packet, read_packet};
 use physync_engine::shooter_net::{
-    Accept, ConnectToken, EventKind, MatchData, MatchDataAssembler, MatchPhase, MatchResults,
-    Message, PacketKind, RejectReason, Roster, ScoreLine, ShotSeen, Snapshot, WireError,
+    Accept, EventKind, MatchData, MatchDataAssembler, MatchPhase, MatchResults, Message,
+    PacketKind, RejectReason, Roster, ScoreLine, ShotSeen, Snapshot, WireError,
 };
 use physync_engine::transport::{Delivery, Transmit};
 
@@ -45,7 +46,7 @@ const MAX_SERVER_TICK: Tick = Tick::MAX / 2;
 pub struct ClientConfig {
     /// The server's address.
     pub server: SocketAddr,
-    /// The ticket.
+    /// The ticket: the connection layer presents it (the core only reads the server address from the config).
     pub token: ConnectToken,
     /// Interval between connect requests until accepted and loaded.
     pub connect_retry: Duration,
@@ -866,10 +867,7 @@ impl ShooterClient {
                         .assembler
                         .as_ref()
                         .map_or(0, MatchDataAssembler::held_mask);
-                    let request = ConnectRequest {
-                        token: self.config.token.clone(),
-                        chunks_held: held,
-                    };
+                    let request = ConnectRequest { chunks_held: held };
                     self.send(&Message::ConnectRequest(request), (0, 0));
                 }
             }
@@ -1029,11 +1027,20 @@ mod tests {
     use physync_engine::shooter_net::wire::{read_packet, write_packet};
 
     fn client() -> ShooterClient {
-        let token = ConnectToken::issue(&[3; 16], 1, "me", 1000);
-        ShooterClient::new(
-            ClientConfig::new("10.0.0.1:40000".parse().unwrap(), token),
-            Duration::ZERO,
+        use physync_engine::connection::{SIM_UNIX_EPOCH, TokenIssuer};
+        use physync_engine::shooter_net::{PlayerClaims, mint_token};
+        use rand::SeedableRng;
+        let server = "10.0.0.1:40000".parse().unwrap();
+        let token = mint_token(
+            &TokenIssuer::new([3; 32]),
+            &mut rand_chacha::ChaCha20Rng::seed_from_u64(1),
+            SIM_UNIX_EPOCH,
+            &PlayerClaims::new(1, "me"),
+            &[server],
+            Duration::from_secs(1000),
         )
+        .unwrap();
+        ShooterClient::new(ClientConfig::new(server, token), Duration::ZERO)
     }
 
     fn ms(n: u64) -> Duration {

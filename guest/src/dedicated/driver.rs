@@ -4,14 +4,15 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use physync_engine::shooter_net::ConnectToken;
-use physync_engine::shooter_net::token::secret_from_passphrase;
+use physync_engine::connection::{self, ClientAuth, ConnectToken, Endpoint, TokenError, os_seed};
+use physync_engine::shooter_net::{PlayerClaims, mint_from_passphrase};
 use physync_engine::transport::{DriverConfig, DriverEvent, LaminarDriver, TransportError};
 use serde::Serialize;
 
 use super::bot::{Bot, BotConfig};
 use super::cli::DedicatedArgs;
 use super::client::{ClientConfig, ClientEvent, ClientPhase, ShooterClient};
+use super::sim::handshaking;
 
 /// Longest the driver sleeps between pumps.
 const MAX_IDLE: Duration = Duration::from_millis(1);
@@ -27,6 +28,9 @@ pub enum ClientDriverError {
     /// The server refused or dropped the session.
     #[error("session ended: {0:?}")]
     Session(ClientPhase),
+    /// The token given does not read, or one could not be minted.
+    #[error("connect token: {0}")]
+    Token(#[from] TokenError),
 }
 
 /// What a client run did, printed with `--json`.
@@ -56,13 +60,14 @@ pub struct UdpClient {
 }
 
 impl UdpClient {
-    /// Binds `bind` and starts connecting to `config.server`; with `bot`, a bot plays.
+    /// Binds `bind` and starts connecting to `config.server` through the connection layer with `config.token`;
+    /// with `bot`, a bot plays.
     pub fn bind(
         bind: SocketAddr,
         config: ClientConfig,
         bot: Option<Bot>,
     ) -> Result<Self, ClientDriverError> {
-        let driver = LaminarDriver::bind(bind, DriverConfig::default())?;
+        let driver = client_driver(bind, &config)?;
         let client = ShooterClient::new(config, driver.now());
         Ok(Self {
             driver,
@@ -84,6 +89,9 @@ impl UdpClient {
             if let DriverEvent::Datagram(d) = event {
                 self.client.handle_datagram(now, d.from, &d.payload);
             }
+        }
+        if self.driver.connection().is_some_and(handshaking) {
+            return Ok(Some(now + MAX_IDLE));
         }
         if let Some(bot) = &mut self.bot {
             let input = bot.input(&self.client, now);
@@ -146,11 +154,38 @@ pub fn summary(client: &ShooterClient) -> ClientSummary {
     }
 }
 
-/// `physync-guest --mode dedicated`: a headless bot that joins a match with a token issued from the shared
-/// passphrase and plays until the results arrive (or `--seconds`).
+/// A UDP driver bound at `bind` whose connection layer connects to `config.server` with `config.token`: what a
+/// shooter client runs over.
+pub fn client_driver(
+    bind: SocketAddr,
+    config: &ClientConfig,
+) -> Result<LaminarDriver, TransportError> {
+    let auth = ClientAuth::Token(Box::new(config.token.clone()));
+    let endpoint = Endpoint::client(
+        connection::ClientConfig::new(config.server, auth),
+        Duration::ZERO,
+        os_seed(),
+    );
+    LaminarDriver::bind_secure(bind, DriverConfig::default(), endpoint)
+}
+
+/// The token `args` name: the one given with `--token`, or one minted from `--secret` for `--connect`.
+pub fn token_of(args: &DedicatedArgs) -> Result<ConnectToken, TokenError> {
+    if let Some(hex) = &args.token {
+        return ConnectToken::from_hex(hex);
+    }
+    mint_from_passphrase(
+        &args.secret,
+        &PlayerClaims::new(args.match_id, &args.name),
+        &[args.connect],
+        Duration::from_secs(u64::from(args.token_valid_s)),
+    )
+}
+
+/// `physync-guest --mode dedicated`: a headless bot that joins a match with its connect token and plays until the
+/// results arrive (or `--seconds`).
 pub fn run(args: DedicatedArgs) -> Result<ClientSummary, ClientDriverError> {
-    let secret = secret_from_passphrase(&args.secret);
-    let token = ConnectToken::issue(&secret, args.match_id, &args.name, args.token_valid_s);
+    let token = token_of(&args)?;
     let config = ClientConfig::new(args.connect, token);
     let bot = Bot::new(BotConfig::default(), args.seed);
     let client = UdpClient::bind(args.bind, config, Some(bot))?;

@@ -4,8 +4,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Args;
+use physync_engine::connection::{SymKey, key_from_passphrase};
 use physync_engine::shooter::GameRules;
-use physync_engine::shooter_net::token::secret_from_passphrase;
+use physync_engine::shooter_net::token::DEV_PASSPHRASE;
 
 use super::config::MatchConfig;
 
@@ -40,9 +41,18 @@ pub struct DedicatedArgs {
     /// Longest lag-compensation rewind, milliseconds (at most 1000).
     #[arg(long, default_value_t = 1000)]
     pub max_rewind_ms: u64,
-    /// Passphrase shared with the token issuer (clients in dev setups).
-    #[arg(long, default_value = "physync-dev")]
-    pub secret: String,
+    /// Passphrase shared with the token issuer (`physync-host token --new-secret` makes one up). Also read from
+    /// the PHYSYNC_SECRET environment variable, which keeps it out of process listings.
+    #[arg(long, env = "PHYSYNC_SECRET", hide_env_values = true)]
+    pub secret: Option<String>,
+    /// Development mode: accept the public development passphrase (the default secret with this flag). Never on a
+    /// server others can reach: anyone can mint tokens for it.
+    #[arg(long)]
+    pub dev: bool,
+    /// An address clients reach the server at (repeatable), when it differs from the one it listens on; tokens
+    /// must name one of them or the listening address.
+    #[arg(long = "public-addr")]
+    pub public_addrs: Vec<SocketAddr>,
     /// Stop after this many seconds (runs until every match finishes otherwise).
     #[arg(long)]
     pub seconds: Option<u64>,
@@ -51,12 +61,52 @@ pub struct DedicatedArgs {
     pub json: bool,
 }
 
+/// Why the server will not take its secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretError {
+    /// Neither a secret nor development mode.
+    #[error("give --secret (shared with the token issuer) or --dev for local development")]
+    Missing,
+    /// The public development passphrase without `--dev`.
+    #[error(
+        "the development passphrase is public: anyone could mint tokens; start with --dev to use it"
+    )]
+    DevWithoutFlag,
+}
+
+/// The token key from a passphrase and the development flag: the development passphrase only with `dev`, and
+/// it is what `dev` means when no passphrase is given.
+pub fn token_key(secret: Option<&str>, dev: bool) -> Result<SymKey, SecretError> {
+    match (secret, dev) {
+        (None, false) => Err(SecretError::Missing),
+        (Some(DEV_PASSPHRASE), false) => Err(SecretError::DevWithoutFlag),
+        (None, true) => Ok(key_from_passphrase(DEV_PASSPHRASE)),
+        (Some(secret), _) => Ok(key_from_passphrase(secret)),
+    }
+}
+
 impl DedicatedArgs {
-    /// The configuration of match `index` (match ids start at 1).
-    pub fn match_config(&self, index: u32) -> MatchConfig {
+    /// The token key these arguments give (see [`token_key`]).
+    pub fn token_key(&self) -> Result<SymKey, SecretError> {
+        token_key(self.secret.as_deref(), self.dev)
+    }
+
+    /// The configuration of match `index` (match ids start at 1) under `token_key`.
+    pub fn match_config(&self, index: u32, token_key: SymKey) -> MatchConfig {
         MatchConfig {
             match_id: index + 1,
-            secret: secret_from_passphrase(&self.secret),
+            token_key,
+            public_addrs: self
+                .public_addrs
+                .iter()
+                .map(|a| {
+                    let mut a = *a;
+                    if a.port() != 0 && self.listen.port() != 0 {
+                        a.set_port(a.port().wrapping_add(index as u16));
+                    }
+                    a
+                })
+                .collect(),
             rules: GameRules {
                 tick_rate_hz: self.tick_hz.clamp(1, 240),
                 ..GameRules::default()
@@ -111,15 +161,29 @@ mod tests {
         assert_eq!(args.match_addr(2), "127.0.0.1:5002".parse().unwrap());
         let any = parse(&["--listen", "127.0.0.1:0"]);
         assert_eq!(any.match_addr(1).port(), 0);
-        let c = args.match_config(2);
+        let c = args.match_config(2, [1; 32]);
         assert_eq!(c.match_id, 3);
         assert_eq!(c.max_rewind, Duration::from_secs(1));
         assert_eq!(c.rules.tick_rate_hz, 60);
-        assert_eq!(c.secret, parse(&[]).match_config(0).secret);
-        assert_ne!(
-            c.secret,
-            parse(&["--secret", "other"]).match_config(0).secret
+        assert_eq!(c.token_key, [1; 32]);
+    }
+
+    #[test]
+    fn the_development_passphrase_needs_the_dev_flag() {
+        assert_eq!(parse(&[]).token_key(), Err(SecretError::Missing));
+        assert_eq!(
+            parse(&["--secret", DEV_PASSPHRASE]).token_key(),
+            Err(SecretError::DevWithoutFlag)
         );
+        let dev = parse(&["--dev"]).token_key().unwrap();
+        assert_eq!(
+            parse(&["--dev", "--secret", DEV_PASSPHRASE]).token_key(),
+            Ok(dev)
+        );
+        let real = parse(&["--secret", "correct horse battery staple"])
+            .token_key()
+            .unwrap();
+        assert_ne!(real, dev);
     }
 
     #[test]
@@ -131,6 +195,7 @@ mod tests {
             "2",
             "--seconds",
             "1",
+            "--dev",
         ]);
         let summaries = super::super::driver::run(args).unwrap();
         assert_eq!(summaries.len(), 2);

@@ -1,18 +1,24 @@
 //! Settings of one dedicated-server match.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use physync_codec::StateConfig;
+use physync_engine::connection::{SymKey, key_from_passphrase};
 use physync_engine::shooter::input_buffer::InputBufferConfig;
 use physync_engine::shooter::{ArenaMap, GameRules};
+use physync_engine::shooter_net::token::DEV_PASSPHRASE;
 
 /// Everything a [`super::DedicatedServer`] runs a match with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MatchConfig {
     /// The match's id; tokens name it.
     pub match_id: u32,
-    /// Secret shared with whoever issues connect tokens.
-    pub secret: [u8; 16],
+    /// Key shared with whoever issues connect tokens (the default is the development key, which the
+    /// `physync-host` binary refuses without `--dev`).
+    pub token_key: SymKey,
+    /// Addresses clients reach the match at, beside the one it is bound to: a token must name one of them.
+    pub public_addrs: Vec<SocketAddr>,
     /// Game rules (the tick rate among them: 30 Hz by default).
     pub rules: GameRules,
     /// The arena.
@@ -51,7 +57,8 @@ impl Default for MatchConfig {
     fn default() -> Self {
         Self {
             match_id: 1,
-            secret: *b"physync-dev-key!",
+            token_key: key_from_passphrase(DEV_PASSPHRASE),
+            public_addrs: Vec::new(),
             rules: GameRules::default(),
             map: ArenaMap::standard(),
             max_players: 10,

@@ -17,6 +17,7 @@ use physync_engine::shooter::ring::TickRing;
 use physync_engine::shooter::world::{Entity, HeldStates, TickEvents, WorldConfig};
 use physync_engine::shooter::{InputBuffer, PlayerId, ShooterWorld, Tick};
 use physync_engine::shooter_net::events::{MAX_EVENT_AGE, MAX_EVENTS};
+use physync_engine::shooter_net::PlayerClaims;
 use physync_engine::shooter_net::match_data::{chunks, data_hash};
 use physync_engine::shooter_net::messages::{ConnectRequest, MatchDataChunk};
 use physync_engine::shooter_net::snapshot::{
@@ -37,6 +38,8 @@ use super::interest::{self, SIGHT_GRACE_TICKS, Visibility};
 const SENT_SNAPSHOTS: usize = MAX_BASELINE_AGE as usize + 1;
 /// Ticks between two resends of the results while the match lingers.
 const RESULTS_EVERY_TICKS: Tick = 10;
+/// Most verified addresses remembered beyond those holding a slot.
+const VERIFIED_LIMIT: usize = 4 * MAX_SLOTS;
 /// Most ticks one `handle_timeout` catches up after a stalled driver; further lost time is skipped.
 const MAX_CATCH_UP_TICKS: u32 = 5;
 /// Ticks between two line-of-sight checks (players stay relevant for a grace period after leaving sight).
@@ -49,10 +52,9 @@ const MAX_PENDING_EVENTS: usize = 96;
 pub struct HostileCounters {
     /// Datagrams from addresses holding no slot (other than connect requests).
     pub unknown_sender: u64,
-    /// Connect requests whose token MAC did not verify.
+    /// Connect requests from an address the connection layer verified no token for, or whose token's claims
+    /// do not read, or whose name is already playing from another address.
     pub bad_token: u64,
-    /// Tokens past their expiry.
-    pub expired_token: u64,
     /// Tokens for another match.
     pub wrong_match: u64,
     /// Datagrams that did not decode.
@@ -164,6 +166,7 @@ pub struct DedicatedServer {
     data_chunks: Vec<MatchDataChunk>,
     clients: BTreeMap<PlayerId, Client>,
     by_addr: HashMap<SocketAddr, PlayerId>,
+    verified: HashMap<SocketAddr, PlayerClaims>,
     roster_version: u8,
     phase: MatchPhase,
     phase_started: Tick,
@@ -246,6 +249,7 @@ impl DedicatedServer {
             data_chunks,
             clients: BTreeMap::new(),
             by_addr: HashMap::new(),
+            verified: HashMap::new(),
             roster_version: 0,
             phase: MatchPhase::Waiting,
             phase_started: 0,
@@ -432,20 +436,31 @@ impl DedicatedServer {
         }
     }
 
+    /// Records what the connection layer verified about `from`: the claims of the connect token it presented.
+    /// Only an address with verified claims can take a slot; later claims for the same address replace earlier
+    /// ones (a reconnect with a new token).
+    pub fn authenticate(&mut self, from: SocketAddr, claims: PlayerClaims) {
+        if self.verified.len() >= VERIFIED_LIMIT && !self.verified.contains_key(&from) {
+            let held: std::collections::HashSet<SocketAddr> =
+                self.clients.values().filter_map(|c| c.addr).collect();
+            self.verified.retain(|addr, _| held.contains(addr));
+        }
+        self.verified.insert(from, claims);
+    }
+
+    /// Forgets the verified claims of `from` (its connection-layer session ended).
+    pub fn forget(&mut self, from: SocketAddr) {
+        self.verified.remove(&from);
+    }
+
     fn handle_connect(&mut self, now: Duration, from: SocketAddr, request: ConnectRequest) {
-        let token = &request.token;
-        if !token.verify(&self.config.secret) {
+        let Some(token) = self.verified.get(&from).cloned() else {
             self.hostile.bad_token += 1;
             return;
-        }
+        };
         if token.match_id != self.config.match_id {
             self.hostile.wrong_match += 1;
             self.send(from, &Message::Reject(RejectReason::WrongMatch));
-            return;
-        }
-        if u64::from(token.expires_s) < now.as_secs() {
-            self.hostile.expired_token += 1;
-            self.send(from, &Message::Reject(RejectReason::Expired));
             return;
         }
         let slot = if let Some(&slot) = self.by_addr.get(&from) {

@@ -6,11 +6,14 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use nalgebra::{Point3, Vector3};
+use physync_engine::connection::{
+    self, ClientAuth, ConnectToken, Endpoint, SIM_UNIX_EPOCH, TokenIssuer,
+};
 use physync_engine::shooter::input::buttons;
 use physync_engine::shooter::map::{BoxSpec, SpawnPoint};
 use physync_engine::shooter::{ArenaMap, InputCommand, PlayerId, PlayerInput, ViewTime, units};
 use physync_engine::shooter_net::messages::ConnectRequest;
-use physync_engine::shooter_net::{ConnectToken, MatchPhase, Message};
+use physync_engine::shooter_net::{MatchPhase, Message, PlayerClaims, mint_token};
 use physync_engine::transport::{Delivery, LinkConfig, MemoryNetwork, Transmit};
 use physync_guest::dedicated::{
     Bot, BotConfig, ClientConfig, ClientPhase, MemoryClient, ShooterClient,
@@ -66,8 +69,29 @@ impl Sim {
     }
 
     fn token(&self, name: &str) -> ConnectToken {
+        use rand::SeedableRng;
         let c = self.server().config();
-        ConnectToken::issue(&c.secret, c.match_id, name, 100_000)
+        let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(self.clients.len() as u64);
+        let claims = PlayerClaims::new(c.match_id, name);
+        let valid = Duration::from_secs(100_000);
+        mint_token(
+            &TokenIssuer::new(c.token_key),
+            &mut rng,
+            SIM_UNIX_EPOCH,
+            &claims,
+            &[addr(SERVER)],
+            valid,
+        )
+        .unwrap()
+    }
+
+    /// Sends `payload` from client `i`, sealed by its connection layer (a client holding keys turned hostile).
+    fn send_sealed(&mut self, i: usize, payload: Vec<u8>) {
+        let now = self.now;
+        self.clients[i]
+            .mc
+            .send_sealed(&mut self.net, now, payload)
+            .unwrap();
     }
 
     fn add_client(&mut self, name: &str, bot: Option<Bot>) -> usize {
@@ -304,20 +328,32 @@ fn hostile_datagrams_are_counted_and_dropped_without_stalling_the_match() {
         sim.send_raw(stranger, garbage);
     }
     let mut forged = sim.token("mallory");
-    forged.mac ^= 1;
-    let request = Message::ConnectRequest(ConnectRequest {
-        token: forged,
-        chunks_held: 0,
-    });
-    sim.send_raw(stranger, request.encode(1, (0, 0)).unwrap());
+    forged.private[40] ^= 1;
+    let auth = ClientAuth::Token(Box::new(forged));
+    let mut forger = Endpoint::client(
+        connection::ClientConfig::new(addr(SERVER), auth),
+        sim.now,
+        [9; 32],
+    );
+    forger.handle_timeout(sim.now);
+    let (_, request) = forger.poll_transmit().unwrap();
+    sim.send_raw(stranger, request);
     // A well-formed input from an address holding no slot.
     let input = Message::Input(vec![InputCommand::default()]);
     sim.send_raw(stranger, input.encode(2, (0, 0)).unwrap());
     sim.run_bots(Duration::from_millis(500));
+    let dropped = sim.server.connection().stats().dropped;
+    assert!(
+        dropped.malformed + dropped.unknown_sender >= 195,
+        "{dropped:?}"
+    );
+    assert_eq!(dropped.bad_token, 1, "{dropped:?}");
     let h = sim.server().hostile();
-    assert!(h.malformed >= 195, "{h:?}");
-    assert_eq!(h.bad_token, 1, "{h:?}");
-    assert_eq!(h.unknown_sender, 1, "{h:?}");
+    assert_eq!(
+        h.malformed + h.bad_token + h.unknown_sender,
+        0,
+        "nothing reached the match: {h:?}"
+    );
     assert_eq!(sim.server().connected(), 2);
     assert_eq!(sim.server().slot_of(stranger), None);
 
@@ -342,14 +378,14 @@ fn hostile_datagrams_are_counted_and_dropped_without_stalling_the_match() {
     };
     let honest = Message::Input((0..6).map(|k| command(tick + 3 - k, 3, 7)).collect());
     let bytes = honest.encode(1000, (0, 0)).unwrap();
-    sim.send_raw(cheat_addr, bytes.clone());
-    sim.send_raw(cheat_addr, bytes);
+    sim.send_sealed(cheat, bytes.clone());
+    sim.send_sealed(cheat, bytes);
     let far = Message::Input(vec![command(tick + 500, 3, 7)]);
-    sim.send_raw(cheat_addr, far.encode(1001, (0, 0)).unwrap());
+    sim.send_sealed(cheat, far.encode(1001, (0, 0)).unwrap());
     let fast = Message::Input((0..6).map(|k| command(tick + 9 - k, 200, -8)).collect());
-    sim.send_raw(cheat_addr, fast.encode(1002, (0, 0)).unwrap());
+    sim.send_sealed(cheat, fast.encode(1002, (0, 0)).unwrap());
     let too_many = Message::Input((0..8).map(|k| command(tick + 20 - k, 3, 0)).collect());
-    sim.send_raw(cheat_addr, too_many.encode(1003, (0, 0)).unwrap());
+    sim.send_sealed(cheat, too_many.encode(1003, (0, 0)).unwrap());
     sim.run_bots(Duration::from_millis(600));
     let h = sim.server().hostile();
     assert_eq!(h.replayed, 1, "{h:?}");
@@ -449,12 +485,23 @@ fn a_server_and_two_bots_play_a_match_over_real_udp_on_localhost() {
         score_limit: 0,
         ..MatchConfig::default()
     };
-    let secret = config.secret;
+    let issuer = TokenIssuer::new(config.token_key);
     let mut server = UdpMatch::bind(addr("127.0.0.1:0"), config).unwrap();
     let server_addr = server.local_addr();
     let mut clients: Vec<UdpClient> = (0..2)
         .map(|i| {
-            let token = ConnectToken::issue(&secret, 1, &format!("udp{i}"), 100_000);
+            let claims = PlayerClaims::new(1, &format!("udp{i}"));
+            let valid = Duration::from_secs(600);
+            let now = connection::unix_now();
+            let token = mint_token(
+                &issuer,
+                &mut rand::rng(),
+                now,
+                &claims,
+                &[server_addr],
+                valid,
+            )
+            .unwrap();
             let bot = Bot::new(BotConfig::default(), i);
             UdpClient::bind(
                 addr("127.0.0.1:0"),
@@ -521,15 +568,13 @@ fn the_client_steers_the_server_input_buffer_back_after_the_latency_changes() {
 #[test]
 fn inputs_at_the_end_of_time_are_counted_not_a_panic() {
     let config = quick_config();
-    let token = ConnectToken::issue(&config.secret, config.match_id, "edge", 100_000);
+    let claims = PlayerClaims::new(config.match_id, "edge");
     let mut server = DedicatedServer::new(config, Duration::ZERO).unwrap();
     let from = client_addr(0);
-    let connect = Message::ConnectRequest(ConnectRequest {
-        token,
-        chunks_held: 0,
-    })
-    .encode(1, (0, 0))
-    .unwrap();
+    server.authenticate(from, claims);
+    let connect = Message::ConnectRequest(ConnectRequest { chunks_held: 0 })
+        .encode(1, (0, 0))
+        .unwrap();
     server.handle_datagram(Duration::ZERO, from, &connect);
     assert!(server.slot_of(from).is_some());
     let commands: Vec<InputCommand> = (0..6)

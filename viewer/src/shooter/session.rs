@@ -9,11 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use physync_engine::connection::{ConnectToken, key_from_passphrase};
 use physync_engine::shooter::PlayerInput;
-use physync_engine::shooter_net::token::secret_from_passphrase;
-use physync_engine::shooter_net::{ConnectToken, RejectReason};
-use physync_engine::transport::{DriverConfig, DriverEvent, LaminarDriver};
-use physync_guest::dedicated::driver::UdpClient;
+use physync_engine::shooter_net::{PlayerClaims, RejectReason, mint_from_passphrase};
+use physync_engine::transport::{DriverEvent, LaminarDriver};
+use physync_guest::dedicated::driver::{UdpClient, client_driver};
+use physync_guest::dedicated::sim::handshaking;
 use physync_guest::dedicated::{
     Bot, BotConfig, ClientConfig, ClientEvent, ClientPhase, ShooterClient,
 };
@@ -25,8 +26,8 @@ use super::form::{DedicatedConfig, DedicatedTarget};
 
 /// Id of the match the viewer starts or joins (a dedicated server's first match).
 pub const MATCH_ID: u32 = 1;
-/// Token lifetime, seconds of the server's session clock.
-const TOKEN_VALID_S: u32 = 86_400;
+/// Token lifetime from the moment it is minted.
+const TOKEN_VALID: Duration = Duration::from_secs(86_400);
 /// Pause of the bot thread between pumps.
 const BOT_IDLE: Duration = Duration::from_millis(1);
 
@@ -44,6 +45,9 @@ pub enum ShooterLaunchError {
     /// A client socket could not be opened.
     #[error("could not open the network socket: {0}")]
     Socket(String),
+    /// No connect token could be minted.
+    #[error("could not mint a connect token: {0}")]
+    Token(String),
 }
 
 /// How the session stands, for the screen.
@@ -102,16 +106,31 @@ pub struct ShooterSession {
     _server: Option<Worker>,
 }
 
+/// A token for `name` at `server` under the key of `passphrase` (the viewer issues its own, as a development
+/// setup does).
+fn mint(
+    passphrase: &str,
+    name: &str,
+    server: SocketAddr,
+) -> Result<ConnectToken, ShooterLaunchError> {
+    mint_from_passphrase(
+        passphrase,
+        &PlayerClaims::new(MATCH_ID, name),
+        &[server],
+        TOKEN_VALID,
+    )
+    .map_err(|e| ShooterLaunchError::Token(e.to_string()))
+}
+
 impl ShooterSession {
     /// Start what `config` asks for: a local match and its bots when local, bots for the remote server
     /// otherwise, and the local player's client connecting to the match.
     pub fn start(config: &DedicatedConfig) -> Result<Self, ShooterLaunchError> {
-        let secret = secret_from_passphrase(&config.passphrase);
         let (server, server_worker) = match config.target {
             DedicatedTarget::Local { port } => {
                 let match_config = MatchConfig {
                     match_id: MATCH_ID,
-                    secret,
+                    token_key: key_from_passphrase(&config.passphrase),
                     min_players: if config.bots > 0 { 2 } else { 1 },
                     ..MatchConfig::default()
                 };
@@ -139,7 +158,7 @@ impl ShooterSession {
         let bots = (0..config.bots)
             .map(|i| {
                 let name = format!("bot-{}", i + 1);
-                let token = ConnectToken::issue(&secret, MATCH_ID, &name, TOKEN_VALID_S);
+                let token = mint(&config.passphrase, &name, server)?;
                 let bot = Bot::new(BotConfig::default(), u64::from(i) + 1);
                 UdpClient::bind(any_port, ClientConfig::new(server, token), Some(bot))
                     .map_err(|e| ShooterLaunchError::Socket(e.to_string()))
@@ -147,10 +166,10 @@ impl ShooterSession {
             .collect::<Result<Vec<_>, _>>()?;
         let bot_worker =
             (!bots.is_empty()).then(|| Worker::spawn(move |stop| run_bots(bots, stop)));
-        let driver = LaminarDriver::bind(any_port, DriverConfig::default())
-            .map_err(|e| ShooterLaunchError::Socket(e.to_string()))?;
-        let token = ConnectToken::issue(&secret, MATCH_ID, &config.name, TOKEN_VALID_S);
+        let token = mint(&config.passphrase, &config.name, server)?;
         let client_config = ClientConfig::new(server, token);
+        let driver = client_driver(any_port, &client_config)
+            .map_err(|e| ShooterLaunchError::Socket(e.to_string()))?;
         let timeout = client_config.timeout;
         let client = ShooterClient::new(client_config, driver.now());
         Ok(Self {
@@ -208,6 +227,10 @@ impl ShooterSession {
             if let DriverEvent::Datagram(d) = event {
                 self.client.handle_datagram(now, d.from, &d.payload);
             }
+        }
+        if self.driver.connection().is_some_and(handshaking) {
+            // The core starts once the connection layer is up, so its connect's round trip is the channel's.
+            return &self.events;
         }
         self.client.set_input(input);
         self.client.handle_timeout(now);

@@ -1,0 +1,323 @@
+//! Long runs on simulated time, measuring what they leave behind: a 4-player peer session behind the connection
+//! layer where a guest leaves and a new one joins every 10 s, and a dedicated match of 4 clients where one goes
+//! silent and comes back (a reconnect from a new address with a new token) every 10 s. A counting allocator
+//! measures live heap bytes: `memory_growth_ratio` is live bytes at the end over live bytes after a warm-up
+//! (goal ≤ 1.05). `leaked` counts players, slots and connection sessions still held for peers that are gone,
+//! after a settle longer than every timeout (goal 0).
+//!
+//! `cargo run --release -p physync-examples --bin soak -- --json [--minutes 30]`
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use physync_engine::connection::{SIM_UNIX_EPOCH, TokenIssuer};
+use physync_engine::session::SessionSim;
+use physync_engine::session::sim::host_addr;
+use physync_engine::shooter_net::{PlayerClaims, mint_token};
+use physync_engine::transport::{LinkConfig, MemoryNetwork};
+use physync_engine::world::scene::SceneKind;
+use physync_guest::bots::{Bot, BotKind};
+use physync_guest::dedicated::{BotConfig, ClientConfig, MemoryClient};
+use physync_guest::{GuestConfig, PeerGuest};
+use physync_host::dedicated::{MatchConfig, MemoryServer};
+use physync_host::{HostConfig, PeerHost};
+use rand::SeedableRng;
+use rand_chacha::ChaCha20Rng;
+use serde::Serialize;
+
+/// The system allocator, counting live bytes.
+struct Counting;
+
+static LIVE: AtomicI64 = AtomicI64::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counter only observes sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: forwarded with the caller's layout.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: `ptr` came from `alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn live() -> i64 {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Runs the two soaks and prints what they left behind.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Simulated minutes of each run.
+    #[arg(long, default_value_t = 30.0)]
+    minutes: f64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct RunReport {
+    simulated_s: f64,
+    wall_s: f64,
+    churned: u64,
+    live_bytes_after_warmup: i64,
+    live_bytes_end: i64,
+    memory_growth_ratio: f64,
+    leaked: u64,
+    leaked_detail: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Summary {
+    peer: RunReport,
+    dedicated: RunReport,
+    memory_growth_ratio: f64,
+    leaked: u64,
+}
+
+const CHURN: Duration = Duration::from_secs(10);
+const WARMUP: Duration = Duration::from_secs(60);
+/// Longer than every timeout and grace period, so whatever is still held at the end is held for good.
+const SETTLE: Duration = Duration::from_secs(40);
+/// How long a dedicated client whose process died takes to come back (past the server's 3 s client timeout).
+const REJOIN_AFTER: Duration = Duration::from_secs(5);
+
+fn link() -> LinkConfig {
+    LinkConfig::from_rtt(
+        Duration::from_millis(100),
+        Duration::from_millis(10),
+        0.02,
+        0.0,
+    )
+}
+
+fn peer_soak(minutes: f64, seed: u64) -> RunReport {
+    let started = Instant::now();
+    let host = PeerHost::new(HostConfig::new(SceneKind::Table)).expect("table host");
+    let mut sim = SessionSim::new_secure(host, link(), seed, None).expect("link");
+    let mut bots = Vec::new();
+    let mut live_guests: Vec<usize> = Vec::new();
+    let add = |sim: &mut SessionSim<PeerHost, PeerGuest>, bots: &mut Vec<Bot>, n: u64| {
+        let i = sim
+            .add_guest(PeerGuest::new(GuestConfig::new(
+                host_addr(),
+                seed * 1000 + n,
+            )))
+            .expect("guest");
+        bots.push(Bot::new(BotKind::Thrower, seed + n));
+        i
+    };
+    for n in 0..3 {
+        live_guests.push(add(&mut sim, &mut bots, n));
+    }
+    let end = Duration::from_secs_f64(minutes * 60.0);
+    let mut next_churn = CHURN;
+    let mut after_warmup = None;
+    let mut churned = 0u64;
+    while sim.now() < end {
+        let until = next_churn.min(end);
+        sim.run_until(
+            until,
+            |_, _| {},
+            |i, now, g| {
+                if let Some(s) = g.session_mut() {
+                    bots[i].act(now, s);
+                }
+            },
+        )
+        .expect("run");
+        if after_warmup.is_none() && sim.now() >= WARMUP {
+            after_warmup = Some(live());
+        }
+        if sim.now() >= next_churn && sim.now() < end {
+            // The oldest guest leaves (and is gone a second later); a new one joins.
+            let leaving = live_guests.remove(0);
+            if let Some(g) = sim.guest_mut(leaving) {
+                g.leave();
+            }
+            let t = sim.now() + Duration::from_secs(1);
+            sim.run_idle_until(t).expect("run");
+            sim.remove_guest(leaving);
+            churned += 1;
+            live_guests.push(add(&mut sim, &mut bots, 3 + churned));
+            next_churn += CHURN;
+        }
+    }
+    let t = sim.now() + SETTLE;
+    sim.run_idle_until(t).expect("settle");
+    let players = sim.host().players().len() as u64 - 1;
+    let sessions = sim.host_connection().map_or(0, |c| c.sessions()) as u64;
+    let expected = live_guests.len() as u64;
+    let leaked = players.abs_diff(expected) + sessions.abs_diff(expected);
+    report(
+        started,
+        sim.now(),
+        churned,
+        after_warmup,
+        leaked,
+        format!(
+            "host players {players}, connection sessions {sessions}, guests present {expected}"
+        ),
+    )
+}
+
+fn report(
+    started: Instant,
+    simulated: Duration,
+    churned: u64,
+    after_warmup: Option<i64>,
+    leaked: u64,
+    leaked_detail: String,
+) -> RunReport {
+    let end = live();
+    let warm = after_warmup.unwrap_or(end).max(1);
+    RunReport {
+        simulated_s: simulated.as_secs_f64(),
+        wall_s: started.elapsed().as_secs_f64(),
+        churned,
+        live_bytes_after_warmup: warm,
+        live_bytes_end: end,
+        memory_growth_ratio: end as f64 / warm as f64,
+        leaked,
+        leaked_detail,
+    }
+}
+
+fn dedicated_soak(minutes: f64, seed: u64) -> RunReport {
+    let started = Instant::now();
+    let server_addr = SocketAddr::from(([10, 0, 0, 1], 40_000));
+    let mut net = MemoryNetwork::new(link(), seed).expect("link");
+    let end = Duration::from_secs_f64(minutes * 60.0);
+    let config = MatchConfig {
+        min_players: 1,
+        time_limit: end + SETTLE + Duration::from_secs(60),
+        score_limit: 0,
+        ..MatchConfig::default()
+    };
+    let issuer = TokenIssuer::new(config.token_key);
+    let mut server =
+        MemoryServer::new(&mut net, server_addr, config, Duration::ZERO).expect("server");
+    let mut rng = ChaCha20Rng::seed_from_u64(seed);
+    let mut now = Duration::ZERO;
+    let mut clients: Vec<Option<MemoryClient>> = Vec::new();
+    let mut next_addr = 0u32;
+    let mut join = |net: &mut MemoryNetwork, now: Duration, name: &str| {
+        next_addr += 1;
+        let addr = SocketAddr::from((
+            [10, 1, (next_addr / 250) as u8, (next_addr % 250) as u8 + 1],
+            50_000,
+        ));
+        let claims = PlayerClaims::new(1, name);
+        let valid = Duration::from_secs(3600 * 24);
+        let token = mint_token(
+            &issuer,
+            &mut rng,
+            SIM_UNIX_EPOCH,
+            &claims,
+            &[server_addr],
+            valid,
+        )
+        .expect("token");
+        let bot = physync_guest::dedicated::Bot::new(BotConfig::default(), u64::from(next_addr));
+        let config = ClientConfig::new(server_addr, token);
+        MemoryClient::new(net, addr, config, Some(bot), now).expect("client")
+    };
+    for i in 0..4 {
+        clients.push(Some(join(&mut net, now, &format!("p{i}"))));
+    }
+    let mut next_churn = CHURN;
+    let mut rejoin: Option<(Duration, usize)> = None;
+    let mut after_warmup = None;
+    let mut churned = 0u64;
+    let stop_at = end + SETTLE;
+    while now < stop_at {
+        let mut next = server.next_deadline();
+        if let Some(t) = net.next_delivery() {
+            next = next.min(t);
+        }
+        for c in clients.iter().flatten() {
+            if let Some(t) = c.next_deadline() {
+                next = next.min(t);
+            }
+        }
+        if let Some((t, _)) = rejoin {
+            next = next.min(t);
+        }
+        now = now.max(next.min(stop_at));
+        server.pump(&mut net, now).expect("server");
+        for c in clients.iter_mut().flatten() {
+            c.pump(&mut net, now, |_, _| None).expect("client");
+        }
+        if after_warmup.is_none() && now >= WARMUP {
+            after_warmup = Some(live());
+        }
+        if let Some((t, k)) = rejoin
+            && now >= t
+        {
+            // The same player comes back from a new address with a new token, into its kept slot.
+            clients[k] = Some(join(&mut net, now, &format!("p{k}")));
+            rejoin = None;
+        }
+        if now >= next_churn && now < end && rejoin.is_none() {
+            // Client k's process dies: its socket is gone without a word.
+            let k = (churned % 4) as usize;
+            if let Some(gone) = clients[k].take() {
+                net.remove_endpoint(gone.addr());
+            }
+            rejoin = Some((now + REJOIN_AFTER, k));
+            churned += 1;
+            next_churn += CHURN;
+        }
+    }
+    let connected = server.server().connected() as u64;
+    let in_world = server.server().world().players().count() as u64;
+    let sessions = server.connection().sessions() as u64;
+    let expected = clients.len() as u64;
+    let leaked =
+        connected.abs_diff(expected) + in_world.abs_diff(expected) + sessions.abs_diff(expected);
+    report(
+        started,
+        now,
+        churned,
+        after_warmup,
+        leaked,
+        format!(
+            "connected {connected}, players in world {in_world}, connection sessions {sessions}, clients present {expected}"
+        ),
+    )
+}
+
+fn main() {
+    let args = Args::parse();
+    let peer = peer_soak(args.minutes, args.seed);
+    let dedicated = dedicated_soak(args.minutes, args.seed);
+    let summary = Summary {
+        memory_growth_ratio: peer.memory_growth_ratio.max(dedicated.memory_growth_ratio),
+        leaked: peer.leaked + dedicated.leaked,
+        peer,
+        dedicated,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&summary).expect("serializable"));
+    } else {
+        println!("{summary:#?}");
+    }
+}
