@@ -16,8 +16,8 @@ use physync_engine::shooter::player::PlayerState;
 use physync_engine::shooter::ring::TickRing;
 use physync_engine::shooter::world::{Entity, HeldStates, TickEvents, WorldConfig};
 use physync_engine::shooter::{InputBuffer, PlayerId, ShooterWorld, Tick};
-use physync_engine::shooter_net::events::{MAX_EVENT_AGE, MAX_EVENTS};
 use physync_engine::shooter_net::PlayerClaims;
+use physync_engine::shooter_net::events::{MAX_EVENT_AGE, MAX_EVENTS};
 use physync_engine::shooter_net::match_data::{chunks, data_hash};
 use physync_engine::shooter_net::messages::{ConnectRequest, MatchDataChunk};
 use physync_engine::shooter_net::snapshot::{
@@ -446,11 +446,26 @@ impl DedicatedServer {
             self.verified.retain(|addr, _| held.contains(addr));
         }
         self.verified.insert(from, claims);
+        // A new session from an address that holds a slot is a restarted client: the old one is gone, so nothing
+        // more is coded against its baselines; its connect request reclaims the slot with fresh state.
+        self.release_address(from);
     }
 
     /// Forgets the verified claims of `from` (its connection-layer session ended).
     pub fn forget(&mut self, from: SocketAddr) {
         self.verified.remove(&from);
+        self.release_address(from);
+    }
+
+    /// Detaches the client at `from`, if any, from its address; its slot waits out the reconnect grace period
+    /// from the last time it was heard.
+    fn release_address(&mut self, from: SocketAddr) {
+        if let Some(&slot) = self.by_addr.get(&from) {
+            let heard = self.clients.get(&slot).map(|c| c.last_heard);
+            if let Some(heard) = heard {
+                self.disconnect(heard, slot);
+            }
+        }
     }
 
     fn handle_connect(&mut self, now: Duration, from: SocketAddr, request: ConnectRequest) {
