@@ -10,6 +10,7 @@ pub mod controls;
 pub mod core;
 pub mod jitter;
 pub mod rate;
+pub mod scene_transfer;
 pub mod sim;
 pub mod udp;
 
@@ -22,4 +23,5 @@ pub use controls::PlayerControls;
 pub use core::SessionCore;
 pub use jitter::{AvatarJitterBuffer, DEFAULT_JITTER_DELAY};
 pub use rate::RateMeter;
+pub use scene_transfer::{SceneDownload, SceneOffer, SceneTransferError, SceneUpload};
 pub use sim::SessionSim;
