@@ -18,6 +18,7 @@ pub mod interaction;
 pub mod priority;
 pub mod events;
 pub mod scene;
+pub mod scene_file;
 pub mod shape;
 pub mod smoothing;
 #[cfg(test)]
