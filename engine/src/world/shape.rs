@@ -192,6 +192,15 @@ impl Default for Material {
 }
 
 impl Material {
+    /// A material of `density` (kg/m³), `friction` and `restitution`.
+    pub fn new(density: f32, friction: f32, restitution: f32) -> Self {
+        Self {
+            density,
+            friction,
+            restitution,
+        }
+    }
+
     fn validate(&self) -> Result<(), ShapeError> {
         let ok = self.density.is_finite()
             && self.density > 0.0
@@ -216,6 +225,16 @@ pub struct Tag {
     pub kind: u16,
     /// Display colour, RGB; `None` lets the viewer pick.
     pub colour: Option<[u8; 3]>,
+}
+
+impl Tag {
+    /// A tag of `kind` drawn in `colour` (RGB).
+    pub fn new(kind: u16, colour: [u8; 3]) -> Self {
+        Self {
+            kind,
+            colour: Some(colour),
+        }
+    }
 }
 
 /// A shape or pose that cannot be built.
@@ -541,4 +560,97 @@ pub(crate) fn validate_pose(pose: &Pose) -> Result<(), ShapeError> {
 /// Checks a material for use in a scene.
 pub(crate) fn validate_material(material: &Material) -> Result<(), ShapeError> {
     material.validate()
+}
+
+/// Triangles that draw a shape (what a renderer needs; physics never uses it): vertices in the shape's frame
+/// and index triples, counter-clockwise seen from outside where the source shape says so.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Tessellation {
+    /// Vertices (m).
+    pub vertices: Vec<Vector3<f32>>,
+    /// Triangles as indices into `vertices`.
+    pub triangles: Vec<[u32; 3]>,
+}
+
+impl Tessellation {
+    fn append(&mut self, pose: &Isometry3<f32>, vertices: Vec<rapier3d::math::Vector>, triangles: Vec<[u32; 3]>) {
+        let base = self.vertices.len() as u32;
+        self.vertices.extend(
+            vertices
+                .into_iter()
+                .map(|v| pose * nalgebra::Point3::from(super::convert::vec_from_rapier(v)))
+                .map(|p| p.coords),
+        );
+        self.triangles
+            .extend(triangles.into_iter().map(|t| t.map(|i| i + base)));
+    }
+}
+
+/// Sides of round shapes when tessellated.
+const ROUND_SUBDIVISIONS: u32 = 16;
+
+impl Shape {
+    /// The shape as triangles, for drawing; call on a validated shape.
+    pub fn tessellate(&self) -> Tessellation {
+        let mut t = Tessellation::default();
+        self.tessellate_into(&mut t, &Isometry3::identity());
+        t
+    }
+
+    fn tessellate_into(&self, t: &mut Tessellation, pose: &Isometry3<f32>) {
+        use rapier3d::parry::shape as p;
+        let n = ROUND_SUBDIVISIONS;
+        let (v, i) = match self {
+            Shape::Cuboid { half_extents } => p::Cuboid::new(v3(half_extents)).to_trimesh(),
+            Shape::Ball { radius } => p::Ball::new(*radius).to_trimesh(n, n / 2),
+            Shape::Capsule {
+                half_height,
+                radius,
+            } => p::Capsule::new_y(*half_height, *radius).to_trimesh(n, n / 2),
+            Shape::Cylinder {
+                half_height,
+                radius,
+            } => p::Cylinder::new(*half_height, *radius).to_trimesh(n),
+            Shape::Cone {
+                half_height,
+                radius,
+            } => p::Cone::new(*half_height, *radius).to_trimesh(n),
+            Shape::ConvexHull { points } => {
+                rapier3d::parry::transformation::try_convex_hull(&points.iter().map(v3).collect::<Vec<_>>())
+                    .unwrap_or_default()
+            }
+            Shape::Compound { parts } => {
+                for part in parts {
+                    part.shape.tessellate_into(t, &(pose * part.pose.isometry()));
+                }
+                return;
+            }
+        };
+        t.append(pose, v, i);
+    }
+}
+
+impl LevelShape {
+    /// The shape as triangles, for drawing; call on a validated shape.
+    pub fn tessellate(&self) -> Tessellation {
+        let mut t = Tessellation::default();
+        let (v, i) = match self {
+            LevelShape::Cuboid { half_extents } => {
+                rapier3d::parry::shape::Cuboid::new(v3(half_extents)).to_trimesh()
+            }
+            LevelShape::TriMesh {
+                vertices,
+                triangles,
+            } => (vertices.iter().map(v3).collect(), triangles.clone()),
+            LevelShape::HeightField { .. } => {
+                let shape = self.collider().build();
+                match shape.shape().as_heightfield() {
+                    Some(h) => h.to_trimesh(),
+                    None => return t,
+                }
+            }
+        };
+        t.append(&Isometry3::identity(), v, i);
+        t
+    }
 }

@@ -1,0 +1,130 @@
+//! Embedding physync in a game: build a world in code (balls, capsules, a convex hull, a static triangle-mesh
+//! ramp), host it, join two guests over the in-memory network (they download the scene at join), play scripted
+//! throws, count the authority and ownership events the game would show, and check every guest converged.
+//!
+//! `cargo run --release -p physync-examples --bin embed -- --json`
+
+use std::time::Duration;
+
+use nalgebra::{Isometry3, Vector3};
+use physync_engine::session::sim::host_addr;
+use physync_engine::session::{PlayerControls, SessionSim, divergence};
+use physync_engine::transport::LinkConfig;
+use physync_engine::world::avatar::Hand;
+use physync_engine::world::events::WorldEvent;
+use physync_engine::world::scene::{
+    LevelShape, LevelSpec, Material, ObjectSpec, Pose, SceneBuilder, SceneSpec, Shape, Tag,
+};
+use physync_guest::{GuestConfig, PeerGuest};
+use physync_host::{HostConfig, PeerHost};
+
+/// The game's world: a ramp, a row of balls, a row of capsules and a convex hull gem.
+fn build_scene() -> Result<SceneSpec, Box<dyn std::error::Error>> {
+    let ramp = LevelShape::TriMesh {
+        vertices: vec![[-2.0, 0.0, 0.0], [2.0, 0.0, 0.0], [-2.0, 1.5, 5.0], [2.0, 1.5, 5.0]],
+        triangles: vec![[0, 2, 1], [1, 2, 3]],
+    };
+    let (bouncy, red) = (Material::new(500.0, 0.5, 0.4), Tag::new(1, [220, 60, 50]));
+    let mut scene = SceneBuilder::new("embed").floor(15.0).level(LevelSpec::new(ramp, Pose::at([0.0, 0.0, 3.0])));
+    for i in 0..4 {
+        let x = i as f32 - 1.5;
+        scene = scene
+            .object(ObjectSpec::new(Shape::ball(0.2), [x, 0.2, -1.0]).with_material(bouncy).with_tag(red))
+            .object(ObjectSpec::new(Shape::capsule(0.15, 0.1), [x, 0.1, -2.0]).with_rotation([0.0, 0.0, 0.7071068, 0.7071068]));
+    }
+    let gem = Shape::ConvexHull {
+        points: vec![[0.2, 0.0, 0.0], [-0.2, 0.0, 0.0], [0.0, 0.0, 0.2], [0.0, 0.0, -0.2], [0.0, 0.3, 0.0], [0.0, -0.1, 0.0]],
+    };
+    Ok(scene.object(ObjectSpec::new(gem, [0.0, 0.1, -3.0])).build()?)
+}
+
+/// A throw: who, which object, when (s), and the velocity it leaves the hand with.
+type Throw = (usize, u16, f64, [f32; 3]);
+
+/// One scripted throw: reach the object, grab it, carry it up for half a second, let fly.
+fn play<C: PlayerControls>(c: &mut C, now: f64, &(_, object, at, velocity): &Throw) {
+    let phase = now - at;
+    if !(0.0..0.6).contains(&phase) {
+        return;
+    }
+    if c.world().holder(object).is_none() && phase < 0.1 {
+        let pose = c.world().physics_pose(object);
+        c.set_hand_pose(Hand::Right, pose);
+        let _ = c.grab(Hand::Right, object);
+    } else if phase < 0.5 {
+        let lift = Isometry3::translation(0.0, 0.02, 0.0);
+        let hand = c.world().avatar_pose(c.player()).hands[Hand::Right.index()];
+        c.set_hand_pose(Hand::Right, lift * hand);
+    } else {
+        c.throw(Hand::Right, Vector3::from(velocity), Vector3::zeros());
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let json = std::env::args().any(|a| a == "--json");
+    let host = PeerHost::new(HostConfig::new(build_scene()?))?;
+    let link = LinkConfig::from_rtt(Duration::from_millis(100), Duration::from_millis(10), 0.02, 0.0);
+    let mut sim: SessionSim<PeerHost, PeerGuest> = SessionSim::new(host, link, 7)?;
+    for nonce in [11, 12] {
+        sim.add_guest(PeerGuest::new(GuestConfig::new(host_addr(), nonce)))?;
+    }
+    let throws: [Throw; 4] = [
+        (0, 0, 1.0, [0.0, 3.0, 4.0]),
+        (1, 3, 1.5, [1.0, 4.0, 3.0]),
+        (2, 8, 2.0, [-1.0, 3.0, 5.0]),
+        (1, 5, 3.5, [0.0, 5.0, 2.0]),
+    ];
+    let (mut authority_events, mut ownership_events) = (0, 0);
+    let mut count = |events: Vec<WorldEvent>| {
+        for e in events {
+            match e {
+                WorldEvent::AuthorityChanged { .. } => authority_events += 1,
+                WorldEvent::OwnershipChanged { .. } => ownership_events += 1,
+            }
+        }
+    };
+    let mut now = Duration::ZERO;
+    while now < Duration::from_secs(6) {
+        now += Duration::from_millis(10);
+        let s = now.as_secs_f64();
+        sim.run_until(
+            now,
+            |_, host| throws.iter().filter(|t| t.0 == 0).for_each(|t| play(host, s, t)),
+            |i, _, guest| {
+                if let Some(session) = guest.session_mut() {
+                    throws.iter().filter(|t| t.0 == i + 1).for_each(|t| play(session, s, t));
+                }
+            },
+        )?;
+        count(sim.host_mut().input_world().take_events());
+    }
+    sim.run_idle_until(Duration::from_secs(12))?;
+    let host_world = sim.host().world();
+    let mut max_mm = 0.0f32;
+    let mut mismatches = 0;
+    let mut joined = 0;
+    for (_, g) in sim.guests() {
+        if let Some(world) = g.world() {
+            joined += 1;
+            let d = divergence(host_world, world);
+            max_mm = max_mm.max(d.max_position_m * 1000.0);
+            mismatches += d.authority_mismatches + d.holder_mismatches;
+        }
+    }
+    let converged = joined == 2 && max_mm <= 3.0 && mismatches == 0;
+    let report = serde_json::json!({
+        "converged": converged,
+        "guests_joined": joined,
+        "objects": host_world.object_count(),
+        "max_divergence_mm": max_mm,
+        "mismatches": mismatches,
+        "authority_events_on_host": authority_events,
+        "ownership_events_on_host": ownership_events,
+    });
+    if json {
+        println!("{report}");
+    } else {
+        println!("{report:#}");
+    }
+    Ok(())
+}
