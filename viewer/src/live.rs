@@ -29,8 +29,8 @@ use crate::bot_guest::BotGuest;
 use crate::count_rate::CountRate;
 use crate::roles::Role;
 use crate::session::{
-    AvatarView, BodyId, BodyView, LevelView, BotKind, ConditionerSettings, LinkStats, PlayerId, PlayerView,
-    SessionError, SessionHandle, SessionKind, SessionStatus,
+    AvatarView, BodyId, BodyView, BotKind, ConditionerSettings, LevelView, LinkStats, PlayerId,
+    PlayerView, SessionError, SessionHandle, SessionKind, SessionStatus,
 };
 use crate::world_view;
 

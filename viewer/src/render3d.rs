@@ -302,7 +302,11 @@ fn mesh_faces(
     for tri in &mesh.triangles {
         let Some(world) = tri
             .iter()
-            .map(|&i| mesh.vertices.get(i as usize).map(|v| b.center + b.rotation * v))
+            .map(|&i| {
+                mesh.vertices
+                    .get(i as usize)
+                    .map(|v| b.center + b.rotation * v)
+            })
             .collect::<Option<Vec<Point3<f32>>>>()
         else {
             continue;

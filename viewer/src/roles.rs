@@ -284,7 +284,10 @@ mod tests {
 
     #[test]
     fn bots_of_a_host_listening_everywhere_join_through_loopback() {
-        let host_core = PeerHost::new(physync_host::HostConfig::new(physync_engine::world::scene::SceneKind::Table.spec())).unwrap();
+        let host_core = PeerHost::new(physync_host::HostConfig::new(
+            physync_engine::world::scene::SceneKind::Table.spec(),
+        ))
+        .unwrap();
         assert_eq!(
             host_core.bot_target(([0, 0, 0, 0], 40001).into()),
             SocketAddr::from(([127, 0, 0, 1], 40001))

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use egui::Color32;
 use nalgebra::{Isometry3, Point3, Translation3};
 use physync_engine::world::World;
-use physync_engine::world::scene::{LevelShape, SceneSpec, Shape, Tag};
 use physync_engine::world::authority::DEFAULT_AUTHORITY;
 use physync_engine::world::avatar::Hand;
 use physync_engine::world::scene::ObjectId;
+use physync_engine::world::scene::{LevelShape, SceneSpec, Shape, Tag};
 
 use crate::session::{AvatarView, BodyView, LevelView, PlayerId};
 

@@ -39,7 +39,10 @@ fn reported_authorities(stdout: &str) -> Vec<(String, usize)> {
 fn hosted_sessions_render_to_pngs_with_several_authority_colours() {
     let dir = std::env::temp_dir().join(format!("physync-viewer-shot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let playground = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/scenes/playground.ron");
+    let playground = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/scenes/playground.ron"
+    );
     for scene in ["table", "katamari", "tower", "playground"] {
         let path = dir.join(format!("{scene}.png"));
         let args = match scene {

@@ -8,8 +8,8 @@
 use physync_codec::bitpack::{BitReadStream, BitWriteStream};
 use physync_codec::{CodecError, Ctx, Stream};
 
-use crate::world::avatar::MAX_PLAYERS;
 use super::scene_transfer::SceneOffer;
+use crate::world::avatar::MAX_PLAYERS;
 
 /// Identifies physync peer sessions; a datagram with another id is not ours.
 pub const PEER_PROTOCOL_ID: u16 = 0x5053;

@@ -14,9 +14,9 @@ pub mod authority;
 pub mod avatar;
 pub mod convert;
 pub mod drive;
+pub mod events;
 pub mod interaction;
 pub mod priority;
-pub mod events;
 pub mod scene;
 pub mod scene_file;
 pub mod shape;
@@ -37,8 +37,8 @@ use convert::{
     pose_from_rapier, pose_to_rapier, quat_from_array, quat_to_array, vec_from_array,
     vec_from_rapier, vec_to_array, vec_to_rapier,
 };
-use priority::{HIGH_ENERGY_DELTA_V, PriorityTimers};
 use events::EventLog;
+use priority::{HIGH_ENERGY_DELTA_V, PriorityTimers};
 use scene::{ObjectId, SceneSpec};
 use smoothing::RenderError;
 
@@ -182,6 +182,7 @@ impl World {
                     RigidBodyBuilder::dynamic()
                         .pose(pose_to_rapier(&pose))
                         .user_data(id as u128)
+                        .angular_damping(spec.material.angular_damping)
                         .can_sleep(!config.at_rest_detection),
                     ColliderBuilder::new(spec.shape.shared_shape())
                         .density(spec.material.density)

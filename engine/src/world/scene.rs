@@ -16,8 +16,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-pub use super::shape::{LevelShape, Material, Part, Pose, Shape, ShapeError, Tag};
 use super::avatar::MAX_PLAYERS;
+pub use super::shape::{LevelShape, Material, Part, Pose, Shape, ShapeError, Tag};
 use super::shape::{validate_material, validate_pose};
 
 /// An object's id in its scene.
@@ -244,9 +244,15 @@ impl Quantization {
         if self.max_linear_speed <= 0.0 || self.max_angular_speed <= 0.0 {
             return bad("speed ranges must be positive");
         }
-        let axis = |span: f64, steps: u32| steps > 0 && span * f64::from(steps) < f64::from(1u32 << MAX_COMPONENT_BITS);
-        let spans_ok = (0..3).all(|i| axis(f64::from(self.max[i]) - f64::from(self.min[i]), self.position_steps_per_metre))
-            && axis(2.0 * f64::from(self.max_linear_speed), self.linear_steps)
+        let axis = |span: f64, steps: u32| {
+            steps > 0 && span * f64::from(steps) < f64::from(1u32 << MAX_COMPONENT_BITS)
+        };
+        let spans_ok = (0..3).all(|i| {
+            axis(
+                f64::from(self.max[i]) - f64::from(self.min[i]),
+                self.position_steps_per_metre,
+            )
+        }) && axis(2.0 * f64::from(self.max_linear_speed), self.linear_steps)
             && axis(2.0 * f64::from(self.max_angular_speed), self.angular_steps);
         if !spans_ok {
             return bad("every axis needs 1..2^26 values");
@@ -392,9 +398,9 @@ impl SceneSpec {
             l.shape.validate().map_err(error)?;
             validate_pose(&l.pose).map_err(error)?;
             validate_material(&Material {
-                density: 1.0,
                 friction: l.friction,
                 restitution: l.restitution,
+                ..Material::default()
             })
             .map_err(error)?;
         }
@@ -432,7 +438,10 @@ impl SceneSpec {
     /// when the scene has no level.
     pub fn level_bounds(&self) -> (Vector3<f32>, Vector3<f32>) {
         if self.level.is_empty() {
-            return (Vector3::new(-20.0, -1.0, -20.0), Vector3::new(20.0, 0.0, 20.0));
+            return (
+                Vector3::new(-20.0, -1.0, -20.0),
+                Vector3::new(20.0, 0.0, 20.0),
+            );
         }
         self.level.iter().fold(
             (Vector3::repeat(f32::MAX), Vector3::repeat(f32::MIN)),
@@ -482,7 +491,10 @@ impl SceneSpec {
             for j in 0..8 {
                 let x = (i as f32 - 3.5) * 0.8;
                 let z = (j as f32 - 3.5) * 0.8;
-                b = b.object(ObjectSpec::cube(TABLE_CUBE_HALF, Vector3::new(x, TABLE_CUBE_HALF, z)));
+                b = b.object(ObjectSpec::cube(
+                    TABLE_CUBE_HALF,
+                    Vector3::new(x, TABLE_CUBE_HALF, z),
+                ));
             }
         }
         b.build_unchecked()
@@ -490,23 +502,25 @@ impl SceneSpec {
 
     /// 900 cubes in a 30×30 grid and one large player cube (id 900) at a corner.
     pub fn katamari() -> Self {
-        let mut b = SceneBuilder::new("katamari").floor(60.0).spawns(ring(25.0, 4));
+        let mut b = SceneBuilder::new("katamari")
+            .floor(60.0)
+            .spawns(ring(25.0, 4));
         let offset = 14.5 * KATAMARI_SPACING;
         for i in 0..30 {
             for j in 0..30 {
                 let x = i as f32 * KATAMARI_SPACING - offset;
                 let z = j as f32 * KATAMARI_SPACING - offset;
-                b = b.object(ObjectSpec::cube(KATAMARI_CUBE_HALF, Vector3::new(x, KATAMARI_CUBE_HALF, z)));
+                b = b.object(ObjectSpec::cube(
+                    KATAMARI_CUBE_HALF,
+                    Vector3::new(x, KATAMARI_CUBE_HALF, z),
+                ));
             }
         }
         let player = ObjectSpec::cube(
             KATAMARI_PLAYER_HALF,
             Vector3::new(-offset - 3.0, KATAMARI_PLAYER_HALF, -offset - 3.0),
         )
-        .with_material(Material {
-            density: 3000.0,
-            ..Material::default()
-        })
+        .with_material(Material::new(3000.0, 0.8, 0.0))
         .with_tag(Tag {
             kind: 1,
             colour: Some([230, 80, 60]),
@@ -580,26 +594,28 @@ impl SceneSpec {
                 },
             ],
         };
+        let rolling = Material::default().with_angular_damping(2.0);
         let kinds: [(Shape, f32, Material, [u8; 3]); 7] = [
-            (Shape::cuboid(0.25, 0.25, 0.25), 0.25, Material::default(), [220, 180, 60]),
+            (
+                Shape::cuboid(0.25, 0.25, 0.25),
+                0.25,
+                Material::default(),
+                [220, 180, 60],
+            ),
             (
                 Shape::ball(0.25),
                 0.25,
-                Material {
-                    density: 600.0,
-                    friction: 0.6,
-                    restitution: 0.3,
-                },
+                Material::new(600.0, 0.6, 0.3).with_angular_damping(2.0),
                 [220, 70, 60],
             ),
-            (Shape::capsule(0.2, 0.15), 0.15, Material::default(), [70, 160, 220]),
+            (Shape::capsule(0.2, 0.15), 0.15, rolling, [70, 160, 220]),
             (
                 Shape::Cylinder {
                     half_height: 0.2,
                     radius: 0.2,
                 },
                 0.2,
-                Material::default(),
+                rolling,
                 [90, 200, 110],
             ),
             (
@@ -615,14 +631,13 @@ impl SceneSpec {
             (
                 dumbbell,
                 0.16,
-                Material {
-                    density: 2000.0,
-                    ..Material::default()
-                },
+                Material::new(2000.0, 0.8, 0.0).with_angular_damping(2.0),
                 [150, 150, 160],
             ),
         ];
-        let mut b = SceneBuilder::new("playground").floor(20.0).spawns(ring(6.0, 4));
+        let mut b = SceneBuilder::new("playground")
+            .floor(20.0)
+            .spawns(ring(6.0, 4));
         for (row, (shape, rest_height, material, colour)) in kinds.into_iter().enumerate() {
             for n in 0..4 {
                 let x = (n as f32 - 1.5) * 1.0;
@@ -630,7 +645,12 @@ impl SceneSpec {
                 // Capsules lie along x; everything else stands as built.
                 let lying = matches!(shape, Shape::Capsule { .. });
                 let rotation = if lying {
-                    [0.0, 0.0, std::f32::consts::FRAC_1_SQRT_2, std::f32::consts::FRAC_1_SQRT_2]
+                    [
+                        0.0,
+                        0.0,
+                        std::f32::consts::FRAC_1_SQRT_2,
+                        std::f32::consts::FRAC_1_SQRT_2,
+                    ]
                 } else {
                     [0.0, 0.0, 0.0, 1.0]
                 };
@@ -659,7 +679,14 @@ impl SceneSpec {
                         [-1.5, 0.0, 4.0],
                         [1.5, 0.0, 4.0],
                     ],
-                    triangles: vec![[0, 2, 1], [1, 2, 3], [0, 4, 2], [1, 3, 5], [2, 4, 3], [3, 4, 5]],
+                    triangles: vec![
+                        [0, 2, 1],
+                        [1, 2, 3],
+                        [0, 4, 2],
+                        [1, 3, 5],
+                        [2, 4, 3],
+                        [3, 4, 5],
+                    ],
                 },
                 Pose::at([5.0, 0.0, -2.0]),
             )

@@ -53,13 +53,24 @@ mod tests {
     #[test]
     fn errors_name_the_file_and_the_problem() {
         let missing = load_scene(Path::new("/nonexistent/scene.ron")).unwrap_err();
-        assert!(missing.to_string().starts_with("scene file /nonexistent/scene.ron:"));
+        assert!(
+            missing
+                .to_string()
+                .starts_with("scene file /nonexistent/scene.ron:")
+        );
         let dir = std::env::temp_dir().join(format!("physync-scene-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("bad.ron");
-        std::fs::write(&path, "(objects: [(shape: Ball(radius: 0), pose: (position: (0, 0, 0)))])").unwrap();
+        std::fs::write(
+            &path,
+            "(objects: [(shape: Ball(radius: 0), pose: (position: (0, 0, 0)))])",
+        )
+        .unwrap();
         let err = load_scene(&path).unwrap_err().to_string();
-        assert!(err.contains("object 0: ball radius must be positive"), "{err}");
+        assert!(
+            err.contains("object 0: ball radius must be positive"),
+            "{err}"
+        );
         let good = dir.join("good.ron");
         save_scene(&SceneSpec::playground(), &good).unwrap();
         assert_eq!(load_scene(&good).unwrap(), SceneSpec::playground());

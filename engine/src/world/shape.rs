@@ -178,27 +178,38 @@ pub struct Material {
     pub friction: f32,
     /// Bounciness, 0 (none) to 1.
     pub restitution: f32,
+    /// Angular damping (1/s): what stops balls and cylinders rolling forever on a flat floor (rapier has no
+    /// rolling resistance), so they come to rest and sync at rest.
+    pub angular_damping: f32,
 }
 
 impl Default for Material {
-    /// Water-dense, grippy, dead: the demo scenes' cubes.
+    /// Water-dense, grippy, dead, undamped: the demo scenes' cubes.
     fn default() -> Self {
         Self {
             density: 1000.0,
             friction: 0.8,
             restitution: 0.0,
+            angular_damping: 0.0,
         }
     }
 }
 
 impl Material {
-    /// A material of `density` (kg/m³), `friction` and `restitution`.
+    /// A material of `density` (kg/m³), `friction` and `restitution`, undamped.
     pub fn new(density: f32, friction: f32, restitution: f32) -> Self {
         Self {
             density,
             friction,
             restitution,
+            angular_damping: 0.0,
         }
+    }
+
+    /// The same material with `angular_damping` (1/s).
+    pub fn with_angular_damping(mut self, angular_damping: f32) -> Self {
+        self.angular_damping = angular_damping;
+        self
     }
 
     fn validate(&self) -> Result<(), ShapeError> {
@@ -206,12 +217,14 @@ impl Material {
             && self.density > 0.0
             && self.friction.is_finite()
             && self.friction >= 0.0
-            && (0.0..=1.0).contains(&self.restitution);
+            && (0.0..=1.0).contains(&self.restitution)
+            && self.angular_damping.is_finite()
+            && (0.0..=100.0).contains(&self.angular_damping);
         if ok {
             Ok(())
         } else {
             Err(ShapeError::Invalid(
-                "material needs density > 0, friction >= 0, restitution in 0..=1",
+                "material needs density > 0, friction >= 0, restitution in 0..=1, angular damping in 0..=100",
             ))
         }
     }
@@ -451,7 +464,11 @@ impl LevelShape {
                 triangles,
             } => {
                 at_most("triangle mesh vertices", vertices.len(), MAX_MESH_VERTICES)?;
-                at_most("triangle mesh triangles", triangles.len(), MAX_MESH_VERTICES)?;
+                at_most(
+                    "triangle mesh triangles",
+                    triangles.len(),
+                    MAX_MESH_VERTICES,
+                )?;
                 if triangles.is_empty() {
                     return Err(ShapeError::Invalid("triangle mesh needs a triangle"));
                 }
@@ -495,7 +512,10 @@ impl LevelShape {
                         "heightfield needs rows * columns heights",
                     ));
                 }
-                if !heights.iter().all(|h| h.is_finite() && h.abs() <= MAX_EXTENT) {
+                if !heights
+                    .iter()
+                    .all(|h| h.is_finite() && h.abs() <= MAX_EXTENT)
+                {
                     return Err(ShapeError::Invalid("heightfield height out of range"));
                 }
                 size.iter()
@@ -573,7 +593,12 @@ pub struct Tessellation {
 }
 
 impl Tessellation {
-    fn append(&mut self, pose: &Isometry3<f32>, vertices: Vec<rapier3d::math::Vector>, triangles: Vec<[u32; 3]>) {
+    fn append(
+        &mut self,
+        pose: &Isometry3<f32>,
+        vertices: Vec<rapier3d::math::Vector>,
+        triangles: Vec<[u32; 3]>,
+    ) {
         let base = self.vertices.len() as u32;
         self.vertices.extend(
             vertices
@@ -615,13 +640,14 @@ impl Shape {
                 half_height,
                 radius,
             } => p::Cone::new(*half_height, *radius).to_trimesh(n),
-            Shape::ConvexHull { points } => {
-                rapier3d::parry::transformation::try_convex_hull(&points.iter().map(v3).collect::<Vec<_>>())
-                    .unwrap_or_default()
-            }
+            Shape::ConvexHull { points } => rapier3d::parry::transformation::try_convex_hull(
+                &points.iter().map(v3).collect::<Vec<_>>(),
+            )
+            .unwrap_or_default(),
             Shape::Compound { parts } => {
                 for part in parts {
-                    part.shape.tessellate_into(t, &(pose * part.pose.isometry()));
+                    part.shape
+                        .tessellate_into(t, &(pose * part.pose.isometry()));
                 }
                 return;
             }

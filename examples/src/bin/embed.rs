@@ -21,21 +21,48 @@ use physync_host::{HostConfig, PeerHost};
 /// The game's world: a ramp, a row of balls, a row of capsules and a convex hull gem.
 fn build_scene() -> Result<SceneSpec, Box<dyn std::error::Error>> {
     let ramp = LevelShape::TriMesh {
-        vertices: vec![[-2.0, 0.0, 0.0], [2.0, 0.0, 0.0], [-2.0, 1.5, 5.0], [2.0, 1.5, 5.0]],
+        vertices: vec![
+            [-2.0, 0.0, 0.0],
+            [2.0, 0.0, 0.0],
+            [-2.0, 1.5, 5.0],
+            [2.0, 1.5, 5.0],
+        ],
         triangles: vec![[0, 2, 1], [1, 2, 3]],
     };
-    let (bouncy, red) = (Material::new(500.0, 0.5, 0.4), Tag::new(1, [220, 60, 50]));
-    let mut scene = SceneBuilder::new("embed").floor(15.0).level(LevelSpec::new(ramp, Pose::at([0.0, 0.0, 3.0])));
+    let (bouncy, red) = (
+        Material::new(500.0, 0.6, 0.2).with_angular_damping(2.0),
+        Tag::new(1, [220, 60, 50]),
+    );
+    let mut scene = SceneBuilder::new("embed")
+        .floor(15.0)
+        .level(LevelSpec::new(ramp, Pose::at([0.0, 0.0, 3.0])));
     for i in 0..4 {
         let x = i as f32 - 1.5;
         scene = scene
-            .object(ObjectSpec::new(Shape::ball(0.2), [x, 0.2, -1.0]).with_material(bouncy).with_tag(red))
-            .object(ObjectSpec::new(Shape::capsule(0.15, 0.1), [x, 0.1, -2.0]).with_rotation([0.0, 0.0, 0.7071068, 0.7071068]));
+            .object(
+                ObjectSpec::new(Shape::ball(0.2), [x, 0.2, -1.0])
+                    .with_material(bouncy)
+                    .with_tag(red),
+            )
+            .object(
+                ObjectSpec::new(Shape::capsule(0.15, 0.1), [x, 0.1, -2.0])
+                    .with_material(Material::default().with_angular_damping(2.0))
+                    .with_rotation([0.0, 0.0, 0.7071068, 0.7071068]),
+            );
     }
     let gem = Shape::ConvexHull {
-        points: vec![[0.2, 0.0, 0.0], [-0.2, 0.0, 0.0], [0.0, 0.0, 0.2], [0.0, 0.0, -0.2], [0.0, 0.3, 0.0], [0.0, -0.1, 0.0]],
+        points: vec![
+            [0.2, 0.0, 0.0],
+            [-0.2, 0.0, 0.0],
+            [0.0, 0.0, 0.2],
+            [0.0, 0.0, -0.2],
+            [0.0, 0.3, 0.0],
+            [0.0, -0.1, 0.0],
+        ],
     };
-    Ok(scene.object(ObjectSpec::new(gem, [0.0, 0.1, -3.0])).build()?)
+    Ok(scene
+        .object(ObjectSpec::new(gem, [0.0, 0.1, -3.0]))
+        .build()?)
 }
 
 /// A throw: who, which object, when (s), and the velocity it leaves the hand with.
@@ -63,13 +90,18 @@ fn play<C: PlayerControls>(c: &mut C, now: f64, &(_, object, at, velocity): &Thr
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let json = std::env::args().any(|a| a == "--json");
     let host = PeerHost::new(HostConfig::new(build_scene()?))?;
-    let link = LinkConfig::from_rtt(Duration::from_millis(100), Duration::from_millis(10), 0.02, 0.0);
+    let link = LinkConfig::from_rtt(
+        Duration::from_millis(100),
+        Duration::from_millis(10),
+        0.02,
+        0.0,
+    );
     let mut sim: SessionSim<PeerHost, PeerGuest> = SessionSim::new(host, link, 7)?;
     for nonce in [11, 12] {
         sim.add_guest(PeerGuest::new(GuestConfig::new(host_addr(), nonce)))?;
     }
     let throws: [Throw; 4] = [
-        (0, 0, 1.0, [0.0, 3.0, 4.0]),
+        (0, 1, 1.0, [0.0, 3.0, 4.0]),
         (1, 3, 1.5, [1.0, 4.0, 3.0]),
         (2, 8, 2.0, [-1.0, 3.0, 5.0]),
         (1, 5, 3.5, [0.0, 5.0, 2.0]),
@@ -89,16 +121,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let s = now.as_secs_f64();
         sim.run_until(
             now,
-            |_, host| throws.iter().filter(|t| t.0 == 0).for_each(|t| play(host, s, t)),
+            |_, host| {
+                throws
+                    .iter()
+                    .filter(|t| t.0 == 0)
+                    .for_each(|t| play(host, s, t))
+            },
             |i, _, guest| {
                 if let Some(session) = guest.session_mut() {
-                    throws.iter().filter(|t| t.0 == i + 1).for_each(|t| play(session, s, t));
+                    throws
+                        .iter()
+                        .filter(|t| t.0 == i + 1)
+                        .for_each(|t| play(session, s, t));
                 }
             },
         )?;
         count(sim.host_mut().input_world().take_events());
     }
-    sim.run_idle_until(Duration::from_secs(12))?;
+    sim.run_idle_until(Duration::from_secs(20))?;
     let host_world = sim.host().world();
     let mut max_mm = 0.0f32;
     let mut mismatches = 0;

@@ -24,9 +24,9 @@ use physync_engine::session::{
     ControlError, ControlMessage, RejectReason, SceneDownload, SceneSetup, SceneTransferError,
     SessionCore, decode_control, encode_control,
 };
-use physync_engine::world::authority::PlayerIndex;
 use physync_engine::transport::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, Transmit};
 use physync_engine::world::World;
+use physync_engine::world::authority::PlayerIndex;
 
 pub use config::GuestConfig;
 pub use session::GuestSession;
@@ -203,7 +203,11 @@ impl PeerGuest {
                 } else if self.phase == GuestPhase::Joining && self.pending.is_none() {
                     match SceneDownload::new(setup.scene) {
                         Ok(download) => {
-                            tracing::info!(player, bytes = setup.scene.len, "accepted; fetching the scene");
+                            tracing::info!(
+                                player,
+                                bytes = setup.scene.len,
+                                "accepted; fetching the scene"
+                            );
                             self.pending = Some(PendingJoin {
                                 player,
                                 setup,

@@ -5,9 +5,9 @@ use std::time::Duration;
 use physync_engine::link::{LinkError, Outgoing, StateLink, TimedAvatar};
 use physync_engine::session::{AvatarJitterBuffer, PlayerControls, RateMeter, SceneSetup};
 use physync_engine::world::World;
-use physync_engine::world::scene::SceneSpec;
 use physync_engine::world::authority::{Direction, PlayerIndex, Verdict};
 use physync_engine::world::avatar::{Hand, MAX_PLAYERS};
+use physync_engine::world::scene::SceneSpec;
 
 use super::config::GuestConfig;
 use super::stats::{GuestCounters, GuestLinkReport};

@@ -4,12 +4,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use physync_engine::session::SceneUpload;
+use physync_engine::session::scene_transfer::{TransferMessage, decode_transfer, encode_transfer};
 use physync_engine::session::{
     ControlMessage, PEER_PROTOCOL_ID, PEER_PROTOCOL_VERSION, RejectReason, SceneSetup,
     decode_control, encode_control,
 };
-use physync_engine::session::SceneUpload;
-use physync_engine::session::scene_transfer::{TransferMessage, decode_transfer, encode_transfer};
 use physync_engine::transport::Delivery;
 use physync_engine::world::scene::SceneKind;
 
@@ -238,7 +238,10 @@ fn a_bad_scene_stops_the_guest_with_a_clear_error() {
     g.handle_datagram(ms(20), host(), Delivery::Unreliable, &cut);
     assert!(matches!(
         g.end_reason(),
-        Some(EndReason::BadScene(SceneTransferError::ChunkLength { index: 0, .. }))
+        Some(EndReason::BadScene(SceneTransferError::ChunkLength {
+            index: 0,
+            ..
+        }))
     ));
 
     let mut g = PeerGuest::new(GuestConfig::new(host(), 1));

@@ -36,8 +36,16 @@ impl WorldBounds {
         let (_, top) = scene.level_bounds();
         let q = scene.quantization;
         Self {
-            min: [(-h).max(q.min[0]), (-2.0f32).max(q.min[1]), (-h).max(q.min[2])],
-            max: [h.min(q.max[0]), (top.y.max(0.0) + 30.0).min(q.max[1]), h.min(q.max[2])],
+            min: [
+                (-h).max(q.min[0]),
+                (-2.0f32).max(q.min[1]),
+                (-h).max(q.min[2]),
+            ],
+            max: [
+                h.min(q.max[0]),
+                (top.y.max(0.0) + 30.0).min(q.max[1]),
+                h.min(q.max[2]),
+            ],
         }
     }
 

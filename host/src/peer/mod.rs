@@ -23,8 +23,8 @@ use physync_engine::link::{LinkError, LinkSettings, Outgoing, StateLink, TimedAv
 use physync_engine::session::jitter::SenderClock;
 use physync_engine::session::scene_transfer::{TransferMessage, decode_transfer, is_transfer};
 use physync_engine::session::{
-    ControlError, ControlMessage, PlayerControls, RateMeter, RejectReason, SceneSetup, SceneTransferError,
-    SceneUpload, SessionCore, decode_control, encode_control,
+    ControlError, ControlMessage, PlayerControls, RateMeter, RejectReason, SceneSetup,
+    SceneTransferError, SceneUpload, SessionCore, decode_control, encode_control,
 };
 use physync_engine::transport::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, Transmit};
 use physync_engine::world::World;

@@ -121,13 +121,24 @@ fn a_hand_written_file_with_defaults_left_out_loads() {
 #[test]
 fn invalid_scenes_are_refused_with_what_is_wrong() {
     let ball = |r| ObjectSpec::new(Shape::ball(r), [0.0, 1.0, 0.0]);
-    let err = SceneBuilder::new("x").object(ball(0.2)).object(ball(-1.0)).build().unwrap_err();
+    let err = SceneBuilder::new("x")
+        .object(ball(0.2))
+        .object(ball(-1.0))
+        .build()
+        .unwrap_err();
     assert!(err.to_string().starts_with("object 1:"), "{err}");
     let flat_hull = Shape::ConvexHull {
-        points: vec![[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [1.0, 0.0, 1.0]],
+        points: vec![
+            [0.0, 0.0, 0.0],
+            [1.0, 0.0, 0.0],
+            [0.0, 0.0, 1.0],
+            [1.0, 0.0, 1.0],
+        ],
     };
     assert!(matches!(
-        SceneBuilder::new("x").object(ObjectSpec::new(flat_hull, [0.0; 3])).build(),
+        SceneBuilder::new("x")
+            .object(ObjectSpec::new(flat_hull, [0.0; 3]))
+            .build(),
         Err(SceneError::Object { id: 0, .. })
     ));
     let bad_mesh = LevelSpec::new(
@@ -157,7 +168,12 @@ fn invalid_scenes_are_refused_with_what_is_wrong() {
             shape: Shape::Compound { parts: vec![] },
         }],
     };
-    assert!(SceneBuilder::new("x").object(ObjectSpec::new(nested, [0.0; 3])).build().is_err());
+    assert!(
+        SceneBuilder::new("x")
+            .object(ObjectSpec::new(nested, [0.0; 3]))
+            .build()
+            .is_err()
+    );
     let q = Quantization {
         position_steps_per_metre: 0,
         ..Quantization::default()
@@ -170,5 +186,8 @@ fn invalid_scenes_are_refused_with_what_is_wrong() {
         SceneBuilder::new("x").player_object(0).build(),
         Err(SceneError::PlayerObject(0))
     ));
-    assert!(matches!(SceneSpec::from_ron("(objects: [("), Err(SceneError::Parse(_))));
+    assert!(matches!(
+        SceneSpec::from_ron("(objects: [("),
+        Err(SceneError::Parse(_))
+    ));
 }
