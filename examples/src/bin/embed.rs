@@ -2,7 +2,7 @@
 //! ramp), host it, join two guests over the in-memory network (they download the scene at join), play scripted
 //! throws, count the authority and ownership events the game would show, and check every guest converged.
 //!
-//! `cargo run --release -p physync-examples --bin embed -- --json`
+//! `cargo run --release -p physync-examples --bin embed -- --json` (it always prints one JSON object).
 
 use std::time::Duration;
 
@@ -20,13 +20,13 @@ use physync_host::{HostConfig, PeerHost};
 
 /// The game's world: a ramp, a row of balls, a row of capsules and a convex hull gem.
 fn build_scene() -> Result<SceneSpec, Box<dyn std::error::Error>> {
+    let (lo, hi) = (
+        [[-2.0, 0.0, 0.0], [2.0, 0.0, 0.0]],
+        [[-2.0, 1.5, 5.0], [2.0, 1.5, 5.0]],
+    );
+    let vertices = [lo, hi].concat();
     let ramp = LevelShape::TriMesh {
-        vertices: vec![
-            [-2.0, 0.0, 0.0],
-            [2.0, 0.0, 0.0],
-            [-2.0, 1.5, 5.0],
-            [2.0, 1.5, 5.0],
-        ],
+        vertices,
         triangles: vec![[0, 2, 1], [1, 2, 3]],
     };
     let (bouncy, red) = (
@@ -50,16 +50,10 @@ fn build_scene() -> Result<SceneSpec, Box<dyn std::error::Error>> {
                     .with_rotation([0.0, 0.0, 0.7071068, 0.7071068]),
             );
     }
-    let gem = Shape::ConvexHull {
-        points: vec![
-            [0.2, 0.0, 0.0],
-            [-0.2, 0.0, 0.0],
-            [0.0, 0.0, 0.2],
-            [0.0, 0.0, -0.2],
-            [0.0, 0.3, 0.0],
-            [0.0, -0.1, 0.0],
-        ],
-    };
+    let ring = (0..4).map(|k| (k as f32 * std::f32::consts::FRAC_PI_2).sin_cos());
+    let mut points: Vec<[f32; 3]> = ring.map(|(s, c)| [0.2 * c, 0.0, 0.2 * s]).collect();
+    points.extend([[0.0, 0.3, 0.0], [0.0, -0.1, 0.0]]);
+    let gem = Shape::ConvexHull { points };
     Ok(scene
         .object(ObjectSpec::new(gem, [0.0, 0.1, -3.0]))
         .build()?)
@@ -88,14 +82,9 @@ fn play<C: PlayerControls>(c: &mut C, now: f64, &(_, object, at, velocity): &Thr
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let json = std::env::args().any(|a| a == "--json");
     let host = PeerHost::new(HostConfig::new(build_scene()?))?;
-    let link = LinkConfig::from_rtt(
-        Duration::from_millis(100),
-        Duration::from_millis(10),
-        0.02,
-        0.0,
-    );
+    let ms = Duration::from_millis;
+    let link = LinkConfig::from_rtt(ms(100), ms(10), 0.02, 0.0);
     let mut sim: SessionSim<PeerHost, PeerGuest> = SessionSim::new(host, link, 7)?;
     for nonce in [11, 12] {
         sim.add_guest(PeerGuest::new(GuestConfig::new(host_addr(), nonce)))?;
@@ -107,14 +96,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (1, 5, 3.5, [0.0, 5.0, 2.0]),
     ];
     let (mut authority_events, mut ownership_events) = (0, 0);
-    let mut count = |events: Vec<WorldEvent>| {
-        for e in events {
-            match e {
-                WorldEvent::AuthorityChanged { .. } => authority_events += 1,
-                WorldEvent::OwnershipChanged { .. } => ownership_events += 1,
-            }
-        }
-    };
     let mut now = Duration::ZERO;
     while now < Duration::from_secs(6) {
         now += Duration::from_millis(10);
@@ -128,21 +109,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .for_each(|t| play(host, s, t))
             },
             |i, _, guest| {
-                if let Some(session) = guest.session_mut() {
-                    throws
-                        .iter()
-                        .filter(|t| t.0 == i + 1)
-                        .for_each(|t| play(session, s, t));
-                }
+                let mine = throws.iter().filter(|t| t.0 == i + 1);
+                guest
+                    .session_mut()
+                    .map(|g| mine.for_each(|t| play(g, s, t)));
             },
         )?;
-        count(sim.host_mut().input_world().take_events());
+        for e in sim.host_mut().input_world().take_events() {
+            let authority = matches!(e, WorldEvent::AuthorityChanged { .. });
+            *[&mut ownership_events, &mut authority_events][usize::from(authority)] += 1;
+        }
     }
     sim.run_idle_until(Duration::from_secs(20))?;
     let host_world = sim.host().world();
-    let mut max_mm = 0.0f32;
-    let mut mismatches = 0;
-    let mut joined = 0;
+    let (mut max_mm, mut mismatches, mut joined) = (0.0f32, 0, 0);
     for (_, g) in sim.guests() {
         if let Some(world) = g.world() {
             joined += 1;
@@ -161,10 +141,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "authority_events_on_host": authority_events,
         "ownership_events_on_host": ownership_events,
     });
-    if json {
-        println!("{report}");
-    } else {
-        println!("{report:#}");
-    }
+    println!("{report}");
     Ok(())
 }
