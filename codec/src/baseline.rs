@@ -118,6 +118,15 @@ impl<T: Copy> AckTracker<T> {
             .filter(|b| (1..=MAX_BASELINE_OFFSET).contains(&sequence.wrapping_sub(b.sequence)))
     }
 
+    /// Forgets object `id`'s baseline. A 16-bit sequence cannot say how old a baseline is once the counter may
+    /// have wrapped since: a link forgets the baselines of objects it has not sent for a long while, so the
+    /// next state goes absolute and promotes afresh (ids out of range are ignored).
+    pub fn forget(&mut self, id: u16) {
+        if let Some(b) = self.baselines.get_mut(usize::from(id)) {
+            *b = None;
+        }
+    }
+
     /// Forgets every baseline (a new connection, or a resynchronisation).
     pub fn reset(&mut self) {
         self.baselines.iter_mut().for_each(|b| *b = None);
@@ -131,6 +140,10 @@ impl<T: Copy> AckTracker<T> {
 #[derive(Debug, Clone)]
 pub struct ReceiveHistory<T> {
     objects: Vec<Vec<Option<Baseline<T>>>>,
+    /// Per object: the newest packet sequence stored. A slot more than the window behind it is stale, however
+    /// its 16-bit sequence compares: an object sent now and then keeps some slots untouched for so long that
+    /// their sequences read as newer than the one arriving.
+    newest: Vec<Option<u16>>,
 }
 
 impl<T: Copy> ReceiveHistory<T> {
@@ -138,6 +151,7 @@ impl<T: Copy> ReceiveHistory<T> {
     pub fn new(max_objects: u16) -> Self {
         Self {
             objects: vec![Vec::new(); usize::from(max_objects)],
+            newest: vec![None; usize::from(max_objects)],
         }
     }
 
@@ -145,14 +159,26 @@ impl<T: Copy> ReceiveHistory<T> {
     /// newer packet's state. Ids out of range are ignored (decoders reject them before this).
     #[inline]
     pub fn insert(&mut self, id: u16, sequence: u16, frame: u16, state: T) {
-        let Some(slots) = self.objects.get_mut(usize::from(id)) else {
+        let (Some(slots), Some(newest)) = (
+            self.objects.get_mut(usize::from(id)),
+            self.newest.get_mut(usize::from(id)),
+        ) else {
             return;
         };
         if slots.is_empty() {
             slots.resize(HISTORY_PER_OBJECT, None);
         }
+        if newest.is_none_or(|n| seq_newer(sequence, n)) {
+            *newest = Some(sequence);
+        }
+        let newest = newest.unwrap_or(sequence);
         let slot = &mut slots[usize::from(sequence) % HISTORY_PER_OBJECT];
-        if slot.is_none_or(|old| old.sequence == sequence || seq_newer(sequence, old.sequence)) {
+        let stale = |old: &Baseline<T>| {
+            usize::from(newest.wrapping_sub(old.sequence)) >= HISTORY_PER_OBJECT
+        };
+        if slot.is_none_or(|old| {
+            old.sequence == sequence || seq_newer(sequence, old.sequence) || stale(&old)
+        }) {
             *slot = Some(Baseline {
                 sequence,
                 frame,
@@ -171,9 +197,22 @@ impl<T: Copy> ReceiveHistory<T> {
             .filter(|b| b.sequence == sequence)
     }
 
+    /// Forgets what was received for object `id`. A 16-bit sequence cannot say how old a held state is once the
+    /// counter may have wrapped since (an older state would refuse a newer one into its slot): a link forgets
+    /// objects it has not heard of for a long while (ids out of range are ignored).
+    pub fn forget(&mut self, id: u16) {
+        if let Some(slots) = self.objects.get_mut(usize::from(id)) {
+            slots.clear();
+        }
+        if let Some(newest) = self.newest.get_mut(usize::from(id)) {
+            *newest = None;
+        }
+    }
+
     /// Forgets everything.
     pub fn reset(&mut self) {
         self.objects.iter_mut().for_each(Vec::clear);
+        self.newest.iter_mut().for_each(|n| *n = None);
     }
 }
 
@@ -240,6 +279,21 @@ mod tests {
         }
         h.insert(0, base.wrapping_add(HISTORY_PER_OBJECT as u16), 0, 3);
         assert!(h.get(0, base).is_none());
+    }
+
+    #[test]
+    fn a_slot_left_untouched_for_half_the_sequence_space_takes_a_new_state() {
+        // An object sent now and then: slot 0 last held sequence 0; sequences 100..33000 went to other slots.
+        let mut h = ReceiveHistory::<u16>::new(1);
+        h.insert(0, 0, 0, 1);
+        for s in (100..33_000).step_by(300) {
+            h.insert(0, s, 0, 2);
+        }
+        // 33,024 is a multiple of the window: it lands in slot 0, where 0 reads as newer than it.
+        let late = 33_024;
+        assert_eq!(late % HISTORY_PER_OBJECT as u16, 0);
+        h.insert(0, late, 0, 3);
+        assert_eq!(h.get(0, late).map(|b| b.state), Some(3));
     }
 
     #[test]

@@ -6,14 +6,17 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use nalgebra::Isometry3;
 use physync_codec::ObjectState;
 use physync_engine::link::{LinkSettings, Outgoing, StateLink};
+use physync_engine::session::PlayerControls;
 use physync_engine::session::sim::host_addr;
 use physync_engine::session::{
     ControlMessage, PEER_PROTOCOL_ID, PEER_PROTOCOL_VERSION, SessionCore, SessionSim,
     decode_control, divergence, encode_control,
 };
 use physync_engine::transport::{Datagram, Delivery, LinkConfig, Transmit};
+use physync_engine::world::avatar::Hand;
 use physync_engine::world::scene::SceneKind;
 use physync_engine::world::{World, WorldConfig};
 use physync_guest::{GuestConfig, PeerGuest};
@@ -26,6 +29,14 @@ const FLUNG: u16 = 6;
 /// Object sent with a forged ownership sequence.
 const FORGED: u16 = 7;
 const FORGED_SEQ: u16 = 1000;
+/// Object sent with an ownership lead of exactly half the sequence space.
+const HALF: u16 = 8;
+/// Object claimed by a touch and moved 5 m in one frame.
+const TELEPORTED: u16 = 9;
+/// Object claimed by a touch and given 32 m/s.
+const SPEEDING: u16 = 10;
+/// Object the honest guest holds; the forger claims it with ownership +1.
+const SNATCHED: u16 = 11;
 
 /// A hand-built guest speaking the protocol correctly but sending lies.
 struct Forger {
@@ -74,6 +85,20 @@ impl Forger {
         states[usize::from(FORGED)].authority = me;
         states[usize::from(FORGED)].ownership_seq = FORGED_SEQ;
         states[usize::from(FORGED)].body.position[1] += 512;
+        states[usize::from(HALF)].authority = me;
+        states[usize::from(HALF)].ownership_seq = 32_768;
+        let teleported = &mut states[usize::from(TELEPORTED)];
+        teleported.authority = me;
+        teleported.authority_seq = 1;
+        teleported.body.position[0] += 5 * 512;
+        let speeding = &mut states[usize::from(SPEEDING)];
+        speeding.authority = me;
+        speeding.authority_seq = 1;
+        speeding.body.at_rest = false;
+        speeding.body.linear_velocity = quant.linear_velocity.quantize([32.0, 0.0, 0.0]);
+        let snatched = &mut states[usize::from(SNATCHED)];
+        snatched.authority = me;
+        snatched.ownership_seq = self.seen.get(&SNATCHED).map_or(0, |s| s.ownership_seq) + 1;
         states
     }
 }
@@ -119,7 +144,7 @@ impl SessionCore for Forger {
         self.frame += 1;
         let states = self.lies(me);
         let mut priorities = vec![-1.0; states.len()];
-        for id in [STOLEN, FLUNG, FORGED] {
+        for id in [STOLEN, FLUNG, FORGED, HALF, TELEPORTED, SPEEDING, SNATCHED] {
             priorities[usize::from(id)] = 1.0;
         }
         let out = Outgoing {
@@ -199,12 +224,28 @@ fn a_forging_guest_is_counted_refused_and_corrected() {
     .unwrap();
     sim.add_guest(Guest::Liar(Box::new(Forger::new()))).unwrap();
     let before = World::new(WorldConfig::default(), &SceneKind::Table.spec());
-    sim.run_idle_until(Duration::from_secs(6)).unwrap();
+    // The honest guest holds one cube throughout.
+    sim.run_until(
+        Duration::from_secs(6),
+        |_, _| {},
+        |_, _, guest| {
+            if let Guest::Honest(g) = guest
+                && let Some(s) = g.session_mut()
+                && s.world().holder(SNATCHED).is_none()
+            {
+                let cube = s.world().physics_pose(SNATCHED);
+                s.set_hand_pose(Hand::Left, Isometry3::translation(0.0, 0.1, 0.0) * cube);
+                s.grab(Hand::Left, SNATCHED).unwrap();
+            }
+        },
+    )
+    .unwrap();
 
     let c = *sim.host().counters();
     assert!(c.bad_updates.no_authority > 10, "{c:?}");
     assert!(c.bad_updates.out_of_bounds > 10, "{c:?}");
-    assert!(c.bad_updates.forged_sequence >= 1, "{c:?}");
+    assert!(c.bad_updates.forged_sequence >= 2, "{c:?}");
+    assert!(c.bad_updates.implausible > 10, "{c:?}");
     assert!(c.corrections >= 3, "{c:?}");
     let liar = match sim.guest(1) {
         Some(Guest::Liar(f)) => f,
@@ -220,13 +261,19 @@ fn a_forging_guest_is_counted_refused_and_corrected() {
     assert_eq!(report.bad_updates.total(), c.bad_updates.total());
     // The host's world kept every lied-about object where it was.
     let host = sim.host().world();
-    for id in [STOLEN, FLUNG, FORGED] {
+    for id in [STOLEN, FLUNG, FORGED, HALF, TELEPORTED, SPEEDING] {
         let moved = (host.physics_pose(id).translation.vector
             - before.physics_pose(id).translation.vector)
             .norm();
         assert!(moved < 0.01, "object {id} moved {moved} m");
-        assert_eq!(host.authority(id).view.authority, 0);
+        assert_eq!(host.authority(id).view.authority, 0, "object {id}");
     }
+    // Nothing leaves a hand through an object update.
+    let honest_player = sim.guest(0).and_then(|g| match g {
+        Guest::Honest(g) => g.session().map(|s| s.player()),
+        Guest::Liar(_) => None,
+    });
+    assert_eq!(host.holder(SNATCHED).map(|h| h.player), honest_player);
     // The forged sequence was overtaken, so the host's correction wins even on the forger.
     assert_eq!(host.authority(FORGED).view.ownership_seq, FORGED_SEQ + 1);
     assert_eq!(liar.seen[&FORGED].ownership_seq, FORGED_SEQ + 1);

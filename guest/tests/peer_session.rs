@@ -8,7 +8,7 @@ use physync_engine::session::{PlayerControls, SessionSim, divergence, objects_of
 use physync_engine::transport::LinkConfig;
 use physync_engine::world::avatar::Hand;
 use physync_engine::world::scene::SceneKind;
-use physync_guest::bots::{Bot, BotKind};
+use physync_guest::bots::{Bot, BotKind, LongHaul};
 use physync_guest::peer::GuestPhase;
 use physync_guest::{GuestConfig, PeerGuest};
 use physync_host::{HostConfig, PeerHost};
@@ -78,6 +78,7 @@ fn assert_converged(sim: &Sim) {
         let world = guest.world().unwrap();
         let d = divergence(host, world);
         assert_eq!(d.holder_mismatches, 0, "guest {i}: {d:?}");
+        assert_eq!(d.authority_mismatches, 0, "guest {i}: {d:?}");
         assert!(d.max_rotation_rad < 0.01, "guest {i} diverges: {d:?}");
         for id in 0..host.object_count() as u16 {
             let gap = (host.physics_pose(id).translation.vector
@@ -270,5 +271,118 @@ fn remote_avatars_play_back_smoothly_behind_the_jitter_buffer() {
         .iter()
         .fold((f32::MAX, f32::MIN), |(lo, hi), &l| (lo.min(l), hi.max(l)));
     assert!(min > 0.15 && max < 0.25, "lag between {min} and {max} s");
+    assert!(max - min < 0.03, "lag between {min} and {max} s");
+}
+
+/// Sequences skipped at once: as many packets lost in a row.
+const SKIP: u16 = 12_000;
+
+/// Skips `n` packet sequences on every link of the session, both ways (as if that many datagrams were lost).
+fn skip_sequences(sim: &mut Sim, n: u16) {
+    sim.host_mut().skip_link_sequences(n);
+    let indices: Vec<usize> = sim.guests().map(|(i, _)| i).collect();
+    for i in indices {
+        if let Some(s) = sim.guest_mut(i).and_then(|g| g.session_mut()) {
+            s.skip_link_sequences(n);
+        }
+    }
+}
+
+#[test]
+fn objects_held_or_idle_across_the_sequence_space_sync_like_fresh_ones() {
+    // A 30-minute session's sequence edges in 16 simulated seconds: every link's counter starts near the wrap
+    // (four skips of 12,000), then moves 48,000 further while one cube stays in a hand and seven cubes, touched
+    // once, lie idle: each goes unsent across the wrap and across half the sequence space, then moves again.
+    let mut sim = session(21, 2);
+    for t in [0.6, 0.7, 0.8, 0.9, 1.0] {
+        // Packets flow between two skips, so each gap reads as newer on the other side.
+        sim.run_idle_until(secs(t)).unwrap();
+        if t < 1.0 {
+            skip_sequences(&mut sim, SKIP);
+        }
+    }
+    let held = 63;
+    let idle: Vec<u16> = (56..63).collect();
+    let mut script = LongHaul::new((0, held, secs(9.0)), (1, idle.clone(), secs(10.0)));
+    let mut bots = [Bot::new(BotKind::Thrower, 5), Bot::new(BotKind::Builder, 6)];
+    for bot in &mut bots {
+        bot.avoid(&script.reserved());
+    }
+    for t in [4.0, 5.0, 6.0, 7.0, 16.0] {
+        sim.run_until(
+            secs(t),
+            |_, _| {},
+            |i, now, guest| {
+                let Some(s) = guest.session_mut() else { return };
+                bots[i].act(now, s);
+                script.act(i, now, s);
+            },
+        )
+        .unwrap();
+        if t < 16.0 {
+            skip_sequences(&mut sim, SKIP);
+        }
+    }
+    assert!(
+        script.held_for().is_some_and(|d| d >= secs(8.9)),
+        "{:?}",
+        script.held_for()
+    );
+    assert_eq!(
+        script.touched(),
+        idle.len(),
+        "every idle cube touched again"
+    );
+    release_all(&mut sim);
+    sim.run_idle_until(secs(22.0)).unwrap();
+    assert_converged(&sim);
+    let c = sim.host().counters();
+    assert_eq!(c.drops.total(), 0, "host dropped datagrams: {c:?}");
+    let forgot: u64 = sim
+        .host()
+        .guest_reports()
+        .iter()
+        .map(|r| r.stale_forgotten)
+        .sum();
+    assert!(
+        forgot > 0,
+        "the idle objects went stale on the host's links"
+    );
+    for (i, g) in sim.guests() {
+        assert_eq!(g.drops().malformed, 0, "guest {i} dropped datagrams");
+    }
+}
+
+#[test]
+fn the_host_plays_guest_hands_back_smoothly_behind_its_jitter_buffer() {
+    let mut sim = session(9, 1);
+    sim.run_idle_until(secs(2.0)).unwrap();
+    // The guest sweeps its right hand along x at 1 m/s; the host records where it shows that hand.
+    let start = sim.now();
+    let hand_x = |t: Duration| (t.saturating_sub(start)).as_secs_f32() - 2.0;
+    let mut shown: Vec<(Duration, f32)> = Vec::new();
+    sim.run_until(
+        secs(6.0),
+        |now, host| shown.push((now, host.world().avatar_pose(1).hands[1].translation.x)),
+        |_, now, guest| {
+            if let Some(s) = guest.session_mut() {
+                let pose = nalgebra::Isometry3::translation(hand_x(now), 1.2, 4.0);
+                PlayerControls::set_hand_pose(s, Hand::Right, pose);
+            }
+        },
+    )
+    .unwrap();
+    let moving: Vec<&(Duration, f32)> = shown.iter().filter(|(t, _)| *t > secs(3.5)).collect();
+    assert!(moving.len() > 100);
+    for pair in moving.windows(2) {
+        let step = pair[1].1 - pair[0].1;
+        assert!(step > -0.002, "stepped back {step} at {:?}", pair[1].0);
+        assert!(step < 0.05, "jumped {step} at {:?}", pair[1].0);
+    }
+    // A steady lag: the 50 ms jitter of arrivals does not show.
+    let lags: Vec<f32> = moving.iter().map(|&&(t, x)| hand_x(t) - x).collect();
+    let (min, max) = lags
+        .iter()
+        .fold((f32::MAX, f32::MIN), |(lo, hi), &l| (lo.min(l), hi.max(l)));
     assert!(max - min < 0.03, "lag between {min} and {max} s");
 }

@@ -83,6 +83,7 @@ pub fn inspect(image: &ColorImage, bodies: &[BodyView]) -> FrameReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::palette::authority_color;
     use nalgebra::{Point3, UnitQuaternion, Vector3};
 
     fn body(authority: Option<PlayerId>) -> BodyView {

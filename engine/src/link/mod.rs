@@ -12,6 +12,7 @@
 //! the record of received packets for the acks it sends, the priority accumulator, the back end and quantization
 //! ([`LinkSettings`]), the send timer and a token bucket of bytes from which each datagram's budget follows.
 
+mod ages;
 mod avatar;
 mod stats;
 #[cfg(test)]
@@ -21,19 +22,23 @@ use std::time::Duration;
 
 use physync_codec::{
     AckTracker, Backend, CodecError, LinkConfig, ObjectState, PacketHeader, PacketReader,
-    PacketWriter, PriorityAccumulator, ReceiveHistory, ReceivedPackets, StateConfig, seq_newer,
+    PacketWriter, PriorityAccumulator, ReceiveHistory, ReceivedPackets, StateConfig,
 };
 
+pub use ages::STALE_PACKETS;
 pub use avatar::{MAX_SAMPLE_OFFSET_MS, TimedAvatar};
 pub use stats::LinkStats;
 
 use crate::world::avatar::MAX_PLAYERS;
+use ages::{Ages, widen};
 use stats::SendLog;
 
 /// The largest datagram payload a link builds (no IP fragmentation anywhere).
 pub const MAX_DATAGRAM_BYTES: usize = 1200;
 /// The smallest datagram budget worth sending: a header, both section frames and a few entries.
 pub const MIN_DATAGRAM_BYTES: usize = 48;
+/// The most [`StateLink::skip_sequences`] skips at once: a gap the other side still reads as newer.
+pub const MAX_SEQUENCE_SKIP: u16 = 16_384;
 /// The packet type state datagrams carry by default.
 pub const STATE_PACKET_TYPE: u8 = 1;
 
@@ -144,8 +149,16 @@ pub struct StateLink {
     avatars_sent: AckTracker<TimedAvatar>,
     objects_received: ReceiveHistory<ObjectState>,
     avatars_received: ReceiveHistory<TimedAvatar>,
-    newest_object: Vec<Option<u16>>,
-    newest_avatar: Vec<Option<u16>>,
+    /// Per object: the newest packet (widened) it arrived in; stale ones are forgotten.
+    newest_object: Ages,
+    /// Per player: the newest packet (widened) its avatar arrived in.
+    newest_avatar: Ages,
+    /// The newest packet received, widened.
+    newest_received: Option<u64>,
+    /// Per object: the packet (counted from 0) it was last sent in; stale ones lose their baselines.
+    last_sent: Ages,
+    /// Datagrams built so far.
+    packets_built: u64,
     received: ReceivedPackets,
     priorities: PriorityAccumulator,
     order: Vec<u16>,
@@ -190,8 +203,11 @@ impl StateLink {
             avatars_sent: AckTracker::new(players),
             objects_received: ReceiveHistory::new(max_objects),
             avatars_received: ReceiveHistory::new(players),
-            newest_object: vec![None; usize::from(max_objects)],
-            newest_avatar: vec![None; MAX_PLAYERS],
+            newest_object: Ages::new(usize::from(max_objects)),
+            newest_avatar: Ages::new(MAX_PLAYERS),
+            newest_received: None,
+            last_sent: Ages::new(usize::from(max_objects)),
+            packets_built: 0,
             received: ReceivedPackets::new(),
             priorities: PriorityAccumulator::new(usize::from(max_objects)),
             order: Vec::new(),
@@ -222,6 +238,17 @@ impl StateLink {
         }
         self.settings.bytes_per_second = bytes_per_second;
         Ok(())
+    }
+
+    /// Advances the packet sequence by `n` (at most [`MAX_SEQUENCE_SKIP`]) as if `n` datagrams had been built
+    /// and lost on the way: what a long session does to the 16-bit sequence space, reached in a short test.
+    pub fn skip_sequences(&mut self, n: u16) {
+        let n = n.min(MAX_SEQUENCE_SKIP);
+        self.next_sequence = match self.next_sequence.wrapping_add(n) {
+            NOTHING_RECEIVED => NOTHING_RECEIVED + 1,
+            next => next,
+        };
+        self.packets_built += u64::from(n);
     }
 
     /// The earliest time the next datagram may be built (the send timer; the budget may delay it further).
@@ -278,6 +305,16 @@ impl StateLink {
             written => written?,
         };
         self.priorities.mark_sent(&objects);
+        let built = self.packets_built;
+        for &id in &objects {
+            self.last_sent.advance(usize::from(id), built);
+        }
+        let (objects_sent, stats) = (&mut self.objects_sent, &mut self.stats);
+        self.last_sent.sweep(built, |id| {
+            objects_sent.forget(id);
+            stats.stale_forgotten += 1;
+        });
+        self.packets_built += 1;
         self.credit -= bytes.len() as f64;
         self.next_sequence = match sequence.wrapping_add(1) {
             NOTHING_RECEIVED => NOTHING_RECEIVED + 1,
@@ -338,6 +375,13 @@ impl StateLink {
     /// fails to decode changes no baseline and is not acknowledged.
     pub fn receive(&mut self, now: Duration, bytes: &[u8]) -> Result<ReceivedUpdate, LinkError> {
         self.stats.bytes_received += bytes.len() as u64;
+        if let Some(newest) = self.newest_received {
+            let (history, stats) = (&mut self.objects_received, &mut self.stats);
+            self.newest_object.sweep(newest, |id| {
+                history.forget(id);
+                stats.stale_forgotten += 1;
+            });
+        }
         match self.decode(bytes) {
             Ok(update) => {
                 self.stats.packets_received += 1;
@@ -391,23 +435,16 @@ impl StateLink {
             self.avatars_sent.process_acks(header.ack, header.ack_bits);
             self.log.acked(now, header.ack, &newly, &mut self.stats);
         }
-        let fresh = |newest: &mut Option<u16>| {
-            let is_fresh = newest.is_none_or(|n| seq_newer(sequence, n));
-            if is_fresh {
-                *newest = Some(sequence);
-            }
-            is_fresh
-        };
+        let at = widen(self.newest_received, sequence);
+        self.newest_received = Some(self.newest_received.map_or(at, |n| n.max(at)));
         let newest_object = &mut self.newest_object;
         update
             .objects
-            .retain(|(id, _)| newest_object.get_mut(usize::from(*id)).is_some_and(&fresh));
+            .retain(|(id, _)| newest_object.advance(usize::from(*id), at));
         let newest_avatar = &mut self.newest_avatar;
-        update.avatars.retain(|a| {
-            newest_avatar
-                .get_mut(usize::from(a.state.player))
-                .is_some_and(&fresh)
-        });
+        update
+            .avatars
+            .retain(|a| newest_avatar.advance(usize::from(a.state.player), at));
         update
     }
 

@@ -33,6 +33,9 @@ pub struct LinkStats {
     pub rtt: Option<Duration>,
     /// Smoothed fraction of sent datagrams lost.
     pub loss: f64,
+    /// Objects whose baselines (sending) or received states (receiving) were forgotten after
+    /// [`super::STALE_PACKETS`] without traffic: idle or held that long, their next state goes absolute.
+    pub stale_forgotten: u64,
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -399,3 +399,69 @@ fn a_tight_budget_still_carries_objects_beside_four_avatars() {
     assert!(with_objects > 40, "{with_objects}");
     assert!(delivered.iter().all(|&d| d));
 }
+
+/// One frame both ways: `a` sends `states` with `priorities`, `b` answers with its acks. Returns what `b` got.
+fn exchange(
+    a: &mut StateLink,
+    b: &mut StateLink,
+    frame: u64,
+    states: &[ObjectState],
+    priorities: &[f32],
+) -> ReceivedUpdate {
+    let now = FRAME * frame as u32;
+    let out = Outgoing {
+        frame,
+        objects: states,
+        priorities,
+        avatars: &[],
+    };
+    let sent = a.build_packet(now, &out).unwrap().expect("one a frame");
+    let got = b.receive(now, &sent.bytes).expect("every datagram decodes");
+    let empty = Outgoing {
+        frame,
+        objects: &[],
+        priorities: &[],
+        avatars: &[],
+    };
+    let ack = b.build_packet(now, &empty).unwrap().expect("one a frame");
+    a.receive(now, &ack.bytes).unwrap();
+    got
+}
+
+#[test]
+fn an_object_idle_for_any_number_of_packets_syncs_again() {
+    // Object 0 travels in every packet; object 1 is sent, left idle (never sent: at rest on another peer, or
+    // held) for longer than half the sequence space and across the wrap of the 16-bit counter, then sent again.
+    let mut a = StateLink::new(LinkSettings::default()).unwrap();
+    let mut b = StateLink::new(LinkSettings::default()).unwrap();
+    let mut frame = 0u64;
+    let mut run = |frames: u64, idle: bool, a: &mut StateLink, b: &mut StateLink| {
+        let mut got_idle_object = 0;
+        for _ in 0..frames {
+            let states = objects(2, frame);
+            let priorities = [1.0, if idle { -1.0 } else { 1.0 }];
+            let got = exchange(a, b, frame, &states, &priorities);
+            for (id, s) in &got.objects {
+                assert_eq!(*s, states[usize::from(*id)], "frame {frame}");
+                got_idle_object += usize::from(*id == 1);
+            }
+            frame += 1;
+        }
+        got_idle_object
+    };
+    assert!(run(100, false, &mut a, &mut b) > 90);
+    // Idle from packet 100 to 45,100: 45,000 packets, past 32,768.
+    assert_eq!(run(45_000, true, &mut a, &mut b), 0);
+    assert!(
+        run(100, false, &mut a, &mut b) > 90,
+        "the idle object syncs again"
+    );
+    // Idle again across the wrap from 65,535 to 0.
+    assert_eq!(run(30_000, true, &mut a, &mut b), 0);
+    assert!(
+        run(100, false, &mut a, &mut b) > 90,
+        "and again after the wrap"
+    );
+    assert_eq!(b.stats().decode_errors, 0);
+    assert_eq!(a.stats().decode_errors, 0);
+}

@@ -1,12 +1,16 @@
-//! Remote avatars played back through a jitter buffer: samples are placed on the sender's timeline (its frame
-//! clock minus each avatar's sample-time offset), mapped to local time by the smallest delay seen recently, and
-//! played a fixed delay late (100 ms by default) with interpolation between the samples around the play time.
+//! Remote frames played back through a jitter buffer: everything a state packet carried, the avatars and the
+//! object updates sent beside them, is placed on the sender's timeline (its frame clock; each avatar minus its
+//! sample-time offset), mapped to local time by the smallest delay seen recently, and played a fixed delay late
+//! (100 ms by default) on the receiver's clock. Avatars are interpolated between the samples around the play
+//! time; object updates come out when the play time reaches the frame that carried them. Both share one play
+//! time, so a hand and the object it holds, or has just let go, never disagree: a released object's first free
+//! update is applied on the frame its hand opens, not a jitter delay before.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use nalgebra::{Quaternion, UnitQuaternion, Vector3};
-use physync_codec::{AvatarState, QuantConfig, QuantizedPose};
+use physync_codec::{AvatarState, ObjectState, QuantConfig, QuantizedPose};
 
 use crate::link::TimedAvatar;
 use crate::world::avatar::MAX_PLAYERS;
@@ -19,6 +23,9 @@ const DELAY_MEMORY: Duration = Duration::from_secs(3);
 
 /// Samples kept per player (a little over a second at 60 Hz).
 const SAMPLES_PER_PLAYER: usize = 80;
+
+/// Object updates held at most; beyond it the oldest are played at once (a receiver that stopped stepping).
+const MAX_QUEUED_OBJECTS: usize = 65_536;
 
 /// Maps a remote sender's frame numbers (the low 16 bits the packets carry) to its clock, and its clock to ours.
 #[derive(Debug, Clone)]
@@ -78,17 +85,19 @@ impl SenderClock {
     }
 }
 
-/// The jitter buffer for every remote avatar arriving over one link.
+/// The jitter buffer for every remote frame arriving over one link: avatars and object updates.
 #[derive(Debug, Clone)]
-pub struct AvatarJitterBuffer {
+pub struct FrameJitterBuffer {
     delay: Duration,
     clock: SenderClock,
     quant: QuantConfig,
     /// Per player: (sender time in seconds, state), oldest first.
     samples: [VecDeque<(f64, AvatarState)>; MAX_PLAYERS],
+    /// Object updates: (sender time in seconds, id, state), oldest first.
+    objects: VecDeque<(f64, u16, ObjectState)>,
 }
 
-impl AvatarJitterBuffer {
+impl FrameJitterBuffer {
     /// A buffer playing `delay` behind the fastest arrival, for a sender stepping at `step_hz`.
     pub fn new(delay: Duration, step_hz: u32, quant: QuantConfig) -> Self {
         Self {
@@ -96,6 +105,7 @@ impl AvatarJitterBuffer {
             clock: SenderClock::new(step_hz),
             quant,
             samples: std::array::from_fn(|_| VecDeque::new()),
+            objects: VecDeque::new(),
         }
     }
 
@@ -104,8 +114,14 @@ impl AvatarJitterBuffer {
         self.delay
     }
 
-    /// Adds the avatars of one packet stamped with the sender's `frame`, arrived at `now`.
-    pub fn push(&mut self, now: Duration, frame: u16, avatars: &[TimedAvatar]) {
+    /// Adds one packet stamped with the sender's `frame`, arrived at `now`: its avatars and its object updates.
+    pub fn push(
+        &mut self,
+        now: Duration,
+        frame: u16,
+        avatars: &[TimedAvatar],
+        objects: &[(u16, ObjectState)],
+    ) {
         let packet_time = self.clock.observe(now, frame);
         for avatar in avatars {
             let Some(queue) = self.samples.get_mut(usize::from(avatar.state.player)) else {
@@ -122,9 +138,13 @@ impl AvatarJitterBuffer {
                 queue.pop_front();
             }
         }
+        let at = self.objects.partition_point(|&(t, _, _)| t <= packet_time);
+        for (i, &(id, state)) in objects.iter().enumerate() {
+            self.objects.insert(at + i, (packet_time, id, state));
+        }
     }
 
-    /// Forgets a player (it left).
+    /// Forgets a player's avatar (it left).
     pub fn remove(&mut self, player: u8) {
         if let Some(q) = self.samples.get_mut(usize::from(player)) {
             q.clear();
@@ -136,13 +156,18 @@ impl AvatarJitterBuffer {
         (0..MAX_PLAYERS as u8).filter(|&p| !self.samples[usize::from(p)].is_empty())
     }
 
+    /// The sender time being played at local time `now`, once anything arrived.
+    fn play_time(&self, now: Duration) -> Option<f64> {
+        let delay = self.clock.delay()?;
+        Some(now.as_secs_f64() - self.delay.as_secs_f64() - delay)
+    }
+
     /// The avatar of `player` to show at local time `now`: interpolated between the samples around
     /// `now - delay` on the sender's timeline (held objects from the earlier sample), the newest sample when
     /// play time has run past it, the oldest before it. Drops samples no longer needed.
     pub fn sample(&mut self, now: Duration, player: u8) -> Option<AvatarState> {
-        let delay = self.clock.delay()?;
+        let play = self.play_time(now)?;
         let queue = self.samples.get_mut(usize::from(player))?;
-        let play = now.as_secs_f64() - self.delay.as_secs_f64() - delay;
         let after = queue.partition_point(|&(t, _)| t <= play);
         if after >= 2 {
             queue.drain(..after - 1);
@@ -157,6 +182,25 @@ impl AvatarJitterBuffer {
             (None, Some(&(_, b))) => Some(b),
             (None, None) => None,
         }
+    }
+
+    /// Moves into `out`, oldest first, the object updates of every frame the play time has reached at `now`
+    /// (with the avatars of [`FrameJitterBuffer::sample`] at the same `now`, they make one remote frame).
+    pub fn pop_objects(&mut self, now: Duration, out: &mut Vec<(u16, ObjectState)>) {
+        let Some(play) = self.play_time(now) else {
+            return;
+        };
+        let overflow = self.objects.len().saturating_sub(MAX_QUEUED_OBJECTS);
+        let due = self
+            .objects
+            .partition_point(|&(t, _, _)| t <= play)
+            .max(overflow);
+        out.extend(self.objects.drain(..due).map(|(_, id, state)| (id, state)));
+    }
+
+    /// Object updates waiting for their play time.
+    pub fn queued_objects(&self) -> usize {
+        self.objects.len()
     }
 }
 
@@ -218,7 +262,7 @@ mod tests {
     #[test]
     fn jittered_samples_play_back_smoothly_behind_the_delay() {
         let quant = QuantConfig::default();
-        let mut buffer = AvatarJitterBuffer::new(DEFAULT_JITTER_DELAY, 60, quant);
+        let mut buffer = FrameJitterBuffer::new(DEFAULT_JITTER_DELAY, 60, quant);
         // The sender moves the head 1 m/s along x, one sample a frame; arrivals take 50 to 90 ms.
         let jitter = [0.05, 0.09, 0.06, 0.08, 0.05, 0.07];
         let mut shown = Vec::new();
@@ -226,7 +270,7 @@ mod tests {
             let sent = f64::from(frame) / 60.0;
             let arrival = Duration::from_secs_f64(sent + jitter[usize::from(frame) % jitter.len()]);
             let a = avatar(1, sent as f32, &quant);
-            buffer.push(arrival, frame, &[TimedAvatar::new(a, Duration::ZERO)]);
+            buffer.push(arrival, frame, &[TimedAvatar::new(a, Duration::ZERO)], &[]);
             if frame > 30 {
                 let s = buffer.sample(arrival, 1).unwrap();
                 shown.push((
@@ -244,11 +288,11 @@ mod tests {
     #[test]
     fn sample_offsets_place_relayed_samples_earlier() {
         let quant = QuantConfig::default();
-        let mut buffer = AvatarJitterBuffer::new(Duration::ZERO, 60, quant);
+        let mut buffer = FrameJitterBuffer::new(Duration::ZERO, 60, quant);
         let old = TimedAvatar::new(avatar(2, 0.0, &quant), Duration::from_millis(100));
         let new = TimedAvatar::new(avatar(2, 1.0, &quant), Duration::ZERO);
-        buffer.push(Duration::from_secs(1), 60, &[old]);
-        buffer.push(Duration::from_secs(1), 60, &[new]);
+        buffer.push(Duration::from_secs(1), 60, &[old], &[]);
+        buffer.push(Duration::from_secs(1), 60, &[new], &[]);
         let halfway = buffer.sample(Duration::from_millis(950), 2).unwrap();
         let x = quant.position.dequantize(halfway.head.position)[0];
         assert!((x - 0.5).abs() < 0.01, "{x}");

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod control;
 pub mod controls;
 pub mod core;
+pub mod feel;
 pub mod jitter;
 pub mod rate;
 pub mod scene_transfer;
@@ -21,7 +22,8 @@ pub use control::{
 };
 pub use controls::PlayerControls;
 pub use core::SessionCore;
-pub use jitter::{AvatarJitterBuffer, DEFAULT_JITTER_DELAY};
+pub use feel::{FeelFigures, FeelMeter};
+pub use jitter::{DEFAULT_JITTER_DELAY, FrameJitterBuffer};
 pub use rate::RateMeter;
 pub use scene_transfer::{SceneDownload, SceneOffer, SceneTransferError, SceneUpload};
 pub use sim::SessionSim;

@@ -50,15 +50,13 @@ pub enum Verdict {
     Accept,
     /// Drop the update.
     Reject,
-    /// Drop the update's state, but the host has echoed the guest's own authority: mark it confirmed.
+    /// Drop the update's state, but the host has echoed the guest's own authority: take it, confirmed.
     Confirm,
 }
 
 /// Decides whether an update wins over the receiver's view, per the sample's rules: newer ownership sequence
-/// wins; else newer authority sequence wins; on a tie the host's view decides. Host to guest on a tie: ignore
-/// when the guest itself holds authority (confirming it when the host agrees), accept otherwise. Guest to host
-/// on a tie: accept only when the update's authority is the sender and the host also believes the sender holds
-/// it. A guest may only claim its own authority or return an object to default; anything else is rejected.
+/// wins; else newer authority sequence wins; on a tie of both the host's view decides, per the table in
+/// [`tie`]. A guest may only claim its own authority or return an object to default; anything else is rejected.
 pub fn judge_update(direction: Direction, local: AuthorityView, update: AuthorityView) -> Verdict {
     if let Direction::GuestToHost { sender } = direction
         && update.authority != sender
@@ -78,25 +76,22 @@ pub fn judge_update(direction: Direction, local: AuthorityView, update: Authorit
     if update.authority_seq != local.authority_seq {
         return Verdict::Reject;
     }
+    tie(direction, local.authority, update.authority)
+}
+
+/// The tie table of both sequences ("first to interact, as the host saw it, wins"), row by row as the sample's
+/// `AuthoritySystem.cs` decides it.
+fn tie(direction: Direction, local: PlayerIndex, update: PlayerIndex) -> Verdict {
     match direction {
-        Direction::HostToGuest { guest } => {
-            if local.authority == guest {
-                if update.authority == guest {
-                    Verdict::Confirm
-                } else {
-                    Verdict::Reject
-                }
-            } else {
-                Verdict::Accept
-            }
-        }
-        Direction::GuestToHost { sender } => {
-            if update.authority == sender && local.authority == sender {
-                Verdict::Accept
-            } else {
-                Verdict::Reject
-            }
-        }
+        // The host echoes the guest's own authority: nothing to apply, the claim is confirmed.
+        Direction::HostToGuest { guest } if update == guest => Verdict::Confirm,
+        // The host says another player has it: that player won, even over this guest's own claim.
+        Direction::HostToGuest { .. } if update != DEFAULT_AUTHORITY => Verdict::Accept,
+        // The host says default: taken unless this guest or another player already has the object.
+        Direction::HostToGuest { .. } if local == DEFAULT_AUTHORITY => Verdict::Accept,
+        Direction::HostToGuest { .. } => Verdict::Reject,
+        Direction::GuestToHost { sender } if update == sender && local == sender => Verdict::Accept,
+        Direction::GuestToHost { .. } => Verdict::Reject,
     }
 }
 
@@ -177,7 +172,10 @@ impl Authority {
                 self.confirmed = true;
                 self.pending_commit = false;
             }
-            Verdict::Confirm => self.confirmed = true,
+            Verdict::Confirm => {
+                self.view.authority = update.authority;
+                self.confirmed = true;
+            }
             Verdict::Reject => {}
         }
     }
@@ -214,79 +212,85 @@ mod tests {
             ("g2h newer authority", G2H, v(0, 5, 3), v(2, 6, 3), Accept),
             ("g2h older authority", G2H, v(0, 5, 3), v(2, 4, 3), Reject),
             ("g2h return to default", G2H, v(2, 5, 3), v(0, 6, 3), Accept),
-            // Ties, host to guest.
+            // Ties of both sequences: the table of the design notes, row by row (guest G = 2, other P = 1).
+            // host -> G | update G | anything: ignore the state, G's authority confirmed.
+            ("h2g tie, G, view G", H2G, v(2, 5, 3), v(2, 5, 3), Confirm),
             (
-                "h2g tie, guest holds, host echoes",
+                "h2g tie, G, view default",
                 H2G,
-                v(2, 5, 3),
+                v(0, 5, 3),
                 v(2, 5, 3),
                 Confirm,
             ),
+            ("h2g tie, G, view P", H2G, v(1, 5, 3), v(2, 5, 3), Confirm),
+            // host -> G | update P | anything, G included (G lost the race): accept.
+            ("h2g tie, P, view G", H2G, v(2, 5, 3), v(1, 5, 3), Accept),
             (
-                "h2g tie, guest holds, host says default",
+                "h2g tie, P, view default",
                 H2G,
-                v(2, 5, 3),
                 v(0, 5, 3),
-                Reject,
-            ),
-            (
-                "h2g tie, guest holds, host says other",
-                H2G,
-                v(2, 5, 3),
-                v(1, 5, 3),
-                Reject,
-            ),
-            (
-                "h2g tie, other player holds",
-                H2G,
-                v(1, 5, 3),
                 v(1, 5, 3),
                 Accept,
             ),
+            ("h2g tie, P, view P", H2G, v(1, 5, 3), v(1, 5, 3), Accept),
             (
-                "h2g tie, other holds, host says default",
+                "h2g tie, P, view other",
                 H2G,
-                v(1, 5, 3),
-                v(0, 5, 3),
-                Accept,
-            ),
-            ("h2g tie, both default", H2G, v(0, 5, 3), v(0, 5, 3), Accept),
-            (
-                "h2g tie, guest default, host says other",
-                H2G,
-                v(0, 5, 3),
                 v(3, 5, 3),
-                Accept,
-            ),
-            // Ties, guest to host.
-            (
-                "g2h tie, both say sender",
-                G2H,
-                v(2, 5, 3),
-                v(2, 5, 3),
-                Accept,
-            ),
-            (
-                "g2h tie, host says default",
-                G2H,
-                v(0, 5, 3),
-                v(2, 5, 3),
-                Reject,
-            ),
-            (
-                "g2h tie, host says other",
-                G2H,
                 v(1, 5, 3),
+                Accept,
+            ),
+            // host -> G | update default | view G: ignore.
+            (
+                "h2g tie, default, view G",
+                H2G,
                 v(2, 5, 3),
+                v(0, 5, 3),
                 Reject,
             ),
+            // host -> G | update default | view default: accept.
             (
-                "g2h tie, update default",
+                "h2g tie, default, view default",
+                H2G,
+                v(0, 5, 3),
+                v(0, 5, 3),
+                Accept,
+            ),
+            // host -> G | update default | view P: reject.
+            (
+                "h2g tie, default, view P",
+                H2G,
+                v(1, 5, 3),
+                v(0, 5, 3),
+                Reject,
+            ),
+            // guest S -> host | update not S | anything: reject.
+            (
+                "g2h tie, default, view S",
                 G2H,
                 v(2, 5, 3),
                 v(0, 5, 3),
                 Reject,
             ),
+            (
+                "g2h tie, default, view default",
+                G2H,
+                v(0, 5, 3),
+                v(0, 5, 3),
+                Reject,
+            ),
+            ("g2h tie, P, view P", G2H, v(1, 5, 3), v(1, 5, 3), Reject),
+            // guest S -> host | update S | view S: accept.
+            ("g2h tie, S, view S", G2H, v(2, 5, 3), v(2, 5, 3), Accept),
+            // guest S -> host | update S | view not S: reject.
+            (
+                "g2h tie, S, view default",
+                G2H,
+                v(0, 5, 3),
+                v(2, 5, 3),
+                Reject,
+            ),
+            ("g2h tie, S, view P", G2H, v(1, 5, 3), v(2, 5, 3), Reject),
             // A guest may not claim another player's authority, however new.
             (
                 "g2h claims third player",

@@ -137,8 +137,10 @@ impl World {
 
     /// Plays back a remote player's avatar state: moves head and hands, attaches the objects it holds and
     /// detaches those it no longer lists. A held object is taken over when its ownership sequence is newer
-    /// than this peer's; on a tie only the host's avatar wins on a guest, and the host keeps its own view.
-    /// States for the local player, for unknown players or naming unknown objects are ignored.
+    /// than this peer's; on a tie only a guest takes it (the host's word: the other player won the race), and
+    /// never for a grab that already ended here (a late sample of a hand that has let go). An object taken
+    /// over jumps into the hand at once, its rendered pose staying where it was and blending in. States for the
+    /// local player, for unknown players or naming unknown objects are ignored.
     pub fn apply_avatar_state(&mut self, state: &AvatarState) {
         let player = state.player;
         if usize::from(player) >= MAX_PLAYERS || player == self.config.local_player {
@@ -156,18 +158,23 @@ impl World {
             if let Some(grip) = current
                 && listed.is_none_or(|held| held.object != grip.object)
             {
+                let object = &mut self.objects[usize::from(grip.object)];
+                object.released_grab = Some((player, object.authority.view.ownership_seq));
                 self.detach(grip.object, Holder { player, hand });
             }
             if let Some(held) = listed {
                 let holder = Holder { player, hand };
                 let already = self.holder(held.object) == Some(holder);
-                if !already && self.takes_over(held) {
+                if !already && self.takes_over(player, held) {
                     if let Some(other) = self.holder(held.object) {
                         self.detach(held.object, other);
                     }
                     let relative = pose_from_quantized(self, &held.relative);
                     self.attach(held.object, holder, relative);
-                    let authority = &mut self.objects[usize::from(held.object)].authority;
+                    self.jump_shown(held.object, &(pose * relative));
+                    let object = &mut self.objects[usize::from(held.object)];
+                    object.released_grab = None;
+                    let authority = &mut object.authority;
                     authority.view = AuthorityView {
                         authority: player,
                         authority_seq: held.authority_seq,
@@ -181,8 +188,12 @@ impl World {
         }
     }
 
-    fn takes_over(&self, held: HeldObject) -> bool {
-        let local = self.authority(held.object).view.ownership_seq;
+    fn takes_over(&self, player: PlayerIndex, held: HeldObject) -> bool {
+        let object = &self.objects[usize::from(held.object)];
+        let local = object.authority.view.ownership_seq;
+        if object.released_grab == Some((player, held.ownership_seq)) {
+            return false;
+        }
         seq_newer(held.ownership_seq, local)
             || (held.ownership_seq == local && self.config.local_player != DEFAULT_AUTHORITY)
     }
@@ -200,7 +211,8 @@ impl World {
         self.set_body_type(id, RigidBodyType::KinematicPositionBased);
     }
 
-    /// Takes an object out of a hand: dynamic again, keeping the velocity the hand gave it.
+    /// Takes an object out of a hand: dynamic again, keeping the velocity the hand gave it, and sent first for
+    /// the next 60 frames (whoever let go, by release or throw).
     pub(crate) fn detach(&mut self, id: ObjectId, holder: Holder) {
         let grips = &mut self.avatars[usize::from(holder.player)].grips[holder.hand.index()];
         if grips.is_some_and(|g| g.object == id) {
@@ -209,6 +221,7 @@ impl World {
         let object = &mut self.objects[usize::from(id)];
         if object.holder == Some(holder) {
             object.holder = None;
+            object.priority.thrown();
             self.set_body_type(id, RigidBodyType::Dynamic);
         }
     }

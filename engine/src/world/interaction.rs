@@ -87,8 +87,8 @@ impl World {
         Some(grip.object)
     }
 
-    /// Throws what a hand holds with the given linear (m/s) and angular (rad/s) velocity; the object gets
-    /// the thrown priority for 60 frames. Returns the object.
+    /// Throws what a hand holds with the given linear (m/s) and angular (rad/s) velocity; like any object
+    /// leaving a hand, it gets the released priority for 60 frames. Returns the object.
     pub fn throw(
         &mut self,
         player: PlayerIndex,
@@ -97,8 +97,7 @@ impl World {
         angular_velocity: Vector3<f32>,
     ) -> Option<ObjectId> {
         let id = self.release(player, hand)?;
-        let object = &mut self.objects[usize::from(id)];
-        object.priority.thrown();
+        let object = &self.objects[usize::from(id)];
         let body = &mut self.physics.bodies[object.body];
         body.set_linvel(vec_to_rapier(&linear_velocity), true);
         body.set_angvel(vec_to_rapier(&angular_velocity), true);

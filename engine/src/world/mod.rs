@@ -27,7 +27,8 @@ mod tests;
 use nalgebra::{Isometry3, Translation3, Vector3};
 use physync_codec::{BodyState, ObjectState, QuantConfig};
 use rapier3d::prelude::{
-    ColliderBuilder, PhysicsWorld, RigidBodyBuilder, RigidBodyHandle, RigidBodyType,
+    ColliderBuilder, ColliderHandle, ContactPair, PhysicsWorld, RigidBodyBuilder, RigidBodyHandle,
+    RigidBodyType,
 };
 
 use at_rest::{RestDetector, Sample};
@@ -38,7 +39,7 @@ use convert::{
     vec_from_rapier, vec_to_array, vec_to_rapier,
 };
 use events::EventLog;
-use priority::{HIGH_ENERGY_DELTA_V, PriorityTimers};
+use priority::{HIGH_ENERGY_SPEED, PriorityTimers};
 use scene::{ObjectId, SceneSpec};
 use smoothing::RenderError;
 
@@ -115,6 +116,7 @@ pub struct Holder {
 #[derive(Debug, Clone)]
 struct Object {
     body: RigidBodyHandle,
+    collider: ColliderHandle,
     half_extents: Vector3<f32>,
     rest: RestDetector,
     at_rest: bool,
@@ -123,14 +125,36 @@ struct Object {
     priority: PriorityTimers,
     render_error: RenderError,
     holder: Option<Holder>,
+    /// The ownership sequence of the grab by a remote player that ended here (its avatar stopped listing the
+    /// object): a late or interpolated avatar naming that same grab does not put the object back in the hand.
+    released_grab: Option<(PlayerIndex, u16)>,
 }
 
-/// What one step's contact scan found.
-struct Contacts {
+/// Buffers every step reuses, so that stepping allocates nothing once the world has run a step.
+#[derive(Debug, Default)]
+struct Scratch {
+    /// Per object: its linear velocity going into the step.
+    velocity_before: Vec<Vector3<f32>>,
     /// Object pairs with an active contact.
     touching: Vec<(ObjectId, ObjectId)>,
     /// Per object: it has an active contact with anything, the floor included.
     supported: Vec<bool>,
+    /// Per object: it is held, or moving fast enough to stir what it touches.
+    stirring: Vec<bool>,
+    /// Per object: something stirring touches it.
+    stirred: Vec<bool>,
+    /// Per object: it touches a held object.
+    touches_held: Vec<bool>,
+    /// Objects hit hard this step.
+    collided: Vec<ObjectId>,
+    /// Objects whose contacts touch propagation still has to visit.
+    frontier: Vec<ObjectId>,
+}
+
+/// Resets a scratch vector to `len` copies of `value`, keeping its allocation.
+fn refill<T: Copy>(v: &mut Vec<T>, len: usize, value: T) {
+    v.clear();
+    v.resize(len, value);
 }
 
 /// The simulation of one peer.
@@ -143,7 +167,12 @@ pub struct World {
     player_object: Option<ObjectId>,
     scene: SceneSpec,
     events: EventLog,
+    floor_half_extent: f32,
+    scratch: Scratch,
 }
+
+/// Height of the floor's top face (m): the floor is a box whose top is the plane y = 0.
+pub const FLOOR_TOP: f32 = 0.0;
 
 impl World {
     /// Builds a world from a scene; the quantization in `config` is replaced by the scene's. The scene should be
@@ -178,7 +207,7 @@ impl World {
             .enumerate()
             .map(|(id, spec)| {
                 let pose = spec.pose.isometry();
-                let (body, _) = physics.insert(
+                let (body, collider) = physics.insert(
                     RigidBodyBuilder::dynamic()
                         .pose(pose_to_rapier(&pose))
                         .user_data(id as u128)
@@ -191,6 +220,7 @@ impl World {
                 );
                 Object {
                     body,
+                    collider,
                     half_extents: spec.shape.local_half_extents(),
                     rest: RestDetector::default(),
                     at_rest: false,
@@ -199,6 +229,7 @@ impl World {
                     priority: PriorityTimers::default(),
                     render_error: RenderError::default(),
                     holder: None,
+                    released_grab: None,
                 }
             })
             .collect();
@@ -212,6 +243,8 @@ impl World {
             player_object: scene.player_object,
             scene: scene.clone(),
             events: EventLog::default(),
+            floor_half_extent: scene.floor_half_extent(),
+            scratch: Scratch::default(),
         }
     }
 
@@ -250,16 +283,23 @@ impl World {
         if self.config.quantize_both_sides || self.config.at_rest_detection {
             self.write_back_before_step();
         }
+        let velocity_before = &mut self.scratch.velocity_before;
+        velocity_before.clear();
+        velocity_before.extend(
+            self.objects
+                .iter()
+                .map(|o| vec_from_rapier(self.physics.bodies[o.body].linvel())),
+        );
         self.physics.step();
         for object in &mut self.objects {
             object.priority.tick();
             object.render_error.decay();
         }
-        let contacts = self.scan_contacts();
+        self.scan_contacts();
         if self.config.at_rest_detection {
-            self.detect_rest(&contacts);
+            self.detect_rest();
         }
-        self.propagate_touch(&contacts.touching);
+        self.propagate_touch();
         let local = self.config.local_player;
         for object in &mut self.objects {
             object
@@ -287,6 +327,9 @@ impl World {
                 continue;
             }
             let body = &mut self.physics.bodies[object.body];
+            if object.at_rest && body.is_sleeping() {
+                continue;
+            }
             if object.at_rest {
                 body.set_position(pose_to_rapier(&object.rest_pose), false);
                 body.set_linvel(vec_to_rapier(&Vector3::zeros()), false);
@@ -298,80 +341,82 @@ impl World {
         }
     }
 
-    /// Reads this step's contacts: marks high-energy collisions, and returns the object pairs in contact and
-    /// which objects touch anything at all (the floor included).
-    fn scan_contacts(&mut self) -> Contacts {
-        let mut touching = Vec::new();
-        let mut supported = vec![false; self.objects.len()];
-        let mut collided = Vec::new();
+    /// The networked object a collider belongs to, if it is one (the floor is not).
+    fn object_of(&self, collider: ColliderHandle) -> Option<ObjectId> {
+        let body = self.physics.colliders.get(collider)?.parent()?;
+        let rb = self.physics.bodies.get(body)?;
+        rb.is_dynamic_or_kinematic()
+            .then_some(rb.user_data as ObjectId)
+    }
+
+    /// Reads this step's contacts into the scratch buffers: the object pairs in contact, which objects touch
+    /// anything at all (the floor included), and the high-energy collisions: contacts whose bodies closed in
+    /// along the contact normal faster than [`HIGH_ENERGY_SPEED`] going into the step. A resting or sliding
+    /// contact closes in at no speed, so only the start of an impact counts.
+    fn scan_contacts(&mut self) {
+        let count = self.objects.len();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.touching.clear();
+        scratch.collided.clear();
+        refill(&mut scratch.supported, count, false);
         for pair in self.physics.contact_pairs() {
             if !pair.has_any_active_contact() {
                 continue;
             }
-            let body_of = |c| self.physics.colliders.get(c).and_then(|c| c.parent());
-            let (Some(b1), Some(b2)) = (body_of(pair.collider1), body_of(pair.collider2)) else {
+            let (id1, id2) = (
+                self.object_of(pair.collider1),
+                self.object_of(pair.collider2),
+            );
+            if id1.is_none() && id2.is_none() {
                 continue;
-            };
-            let (rb1, rb2) = (&self.physics.bodies[b1], &self.physics.bodies[b2]);
-            let id_of = |rb: &rapier3d::prelude::RigidBody| {
-                rb.is_dynamic_or_kinematic()
-                    .then_some(rb.user_data as ObjectId)
-            };
-            let (id1, id2) = (id_of(rb1), id_of(rb2));
-            for id in id1.into_iter().chain(id2) {
-                supported[usize::from(id)] = true;
             }
-            let lightest = [rb1, rb2]
-                .iter()
-                .filter(|rb| rb.is_dynamic())
-                .map(|rb| rb.mass())
-                .fold(f32::INFINITY, f32::min);
-            if lightest.is_finite()
-                && lightest > 0.0
-                && pair.total_impulse_magnitude() / lightest >= HIGH_ENERGY_DELTA_V
-            {
-                collided.extend(id1.into_iter().chain(id2));
+            for id in id1.into_iter().chain(id2) {
+                scratch.supported[usize::from(id)] = true;
+            }
+            let velocity = |id: Option<ObjectId>| {
+                id.map_or(Vector3::zeros(), |id| {
+                    scratch.velocity_before[usize::from(id)]
+                })
+            };
+            let closing = velocity(id1) - velocity(id2);
+            if closing_speed(pair, &closing) > HIGH_ENERGY_SPEED {
+                scratch.collided.extend(id1.into_iter().chain(id2));
             }
             if let (Some(a), Some(b)) = (id1, id2) {
-                touching.push((a, b));
+                scratch.touching.push((a, b));
             }
         }
-        for id in collided {
+        for &id in &scratch.collided {
             self.objects[usize::from(id)].priority.collided();
         }
-        Contacts {
-            touching,
-            supported,
-        }
+        self.scratch = scratch;
     }
 
     /// The ring buffer decides rest; resting objects stay put unless this step disturbed them.
-    fn detect_rest(&mut self, contacts: &Contacts) {
+    fn detect_rest(&mut self) {
         let quant = self.config.quant;
-        let stirring: Vec<bool> = self
-            .objects
-            .iter()
-            .map(|o| {
-                o.holder.is_some()
-                    || (!o.at_rest && self.physics.bodies[o.body].linvel().length() > STIR_SPEED)
-            })
-            .collect();
-        let mut stirred = vec![false; self.objects.len()];
-        let mut touches_held = vec![false; self.objects.len()];
-        for &(a, b) in &contacts.touching {
+        let count = self.objects.len();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.stirring.clear();
+        scratch.stirring.extend(self.objects.iter().map(|o| {
+            o.holder.is_some()
+                || (!o.at_rest && self.physics.bodies[o.body].linvel().length() > STIR_SPEED)
+        }));
+        refill(&mut scratch.stirred, count, false);
+        refill(&mut scratch.touches_held, count, false);
+        for &(a, b) in &scratch.touching {
             let (a, b) = (usize::from(a), usize::from(b));
-            stirred[a] |= stirring[b];
-            stirred[b] |= stirring[a];
-            touches_held[a] |= self.objects[b].holder.is_some();
-            touches_held[b] |= self.objects[a].holder.is_some();
+            scratch.stirred[a] |= scratch.stirring[b];
+            scratch.stirred[b] |= scratch.stirring[a];
+            scratch.touches_held[a] |= self.objects[b].holder.is_some();
+            scratch.touches_held[b] |= self.objects[a].holder.is_some();
         }
-        for (((object, stirred), touches_held), &supported) in self
-            .objects
-            .iter_mut()
-            .zip(stirred)
-            .zip(touches_held)
-            .zip(&contacts.supported)
-        {
+        for (i, object) in self.objects.iter_mut().enumerate() {
+            let (stirred, touches_held, supported) = (
+                scratch.stirred[i],
+                scratch.touches_held[i],
+                scratch.supported[i],
+            );
             let body = &mut self.physics.bodies[object.body];
             if object.holder.is_some() {
                 object.rest.clear();
@@ -386,10 +431,12 @@ impl World {
                 if disturbed {
                     object.at_rest = false;
                     object.rest.clear();
-                } else {
+                    body.wake_up(true);
+                } else if !body.is_sleeping() {
                     body.set_position(pose_to_rapier(&object.rest_pose), false);
                     body.set_linvel(vec_to_rapier(&Vector3::zeros()), false);
                     body.set_angvel(vec_to_rapier(&Vector3::zeros()), false);
+                    body.sleep();
                 }
                 continue;
             }
@@ -413,30 +460,38 @@ impl World {
                 body.set_angvel(vec_to_rapier(&Vector3::zeros()), false);
             }
         }
+        self.scratch = scratch;
     }
 
     /// Touch: objects in contact with a moving object under the local player's authority take that
     /// authority, recursively through contacts (sequence +1 each). Only a guest does this; the host's
-    /// authority is the default.
-    fn propagate_touch(&mut self, touching: &[(ObjectId, ObjectId)]) {
+    /// authority is the default. Each object reached is expanded through its own contacts only.
+    fn propagate_touch(&mut self) {
         let local = self.config.local_player;
-        if local == DEFAULT_AUTHORITY || touching.is_empty() {
+        if local == DEFAULT_AUTHORITY || self.scratch.touching.is_empty() {
             return;
         }
-        let mut frontier: Vec<ObjectId> = (0..self.objects.len())
-            .filter(|&i| {
-                let o = &self.objects[i];
-                o.authority.view.authority == local && !o.at_rest
-            })
-            .map(|i| i as ObjectId)
-            .collect();
+        let mut frontier = std::mem::take(&mut self.scratch.frontier);
+        frontier.clear();
+        frontier.extend(
+            self.objects
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| o.authority.view.authority == local && !o.at_rest)
+                .map(|(i, _)| i as ObjectId),
+        );
         while let Some(source) = frontier.pop() {
-            for &(a, b) in touching {
-                let other = if a == source {
-                    b
-                } else if b == source {
-                    a
+            let collider = self.objects[usize::from(source)].collider;
+            for pair in self.physics.contact_pairs_with(collider) {
+                if !pair.has_any_active_contact() {
+                    continue;
+                }
+                let other = if pair.collider1 == collider {
+                    pair.collider2
                 } else {
+                    pair.collider1
+                };
+                let Some(other) = self.object_of(other) else {
                     continue;
                 };
                 let o = &mut self.objects[usize::from(other)];
@@ -446,6 +501,7 @@ impl World {
                 }
             }
         }
+        self.scratch.frontier = frontier;
     }
 
     /// The object's state as it goes on the wire: quantized body, at-rest bit, authority and sequences.
@@ -475,9 +531,16 @@ impl World {
 
     /// Every object's wire state, indexed by id.
     pub fn object_states(&self) -> Vec<ObjectState> {
-        (0..self.objects.len())
-            .map(|id| self.object_state(id as ObjectId))
-            .collect()
+        let mut out = Vec::with_capacity(self.objects.len());
+        self.object_states_into(&mut out);
+        out
+    }
+
+    /// Every object's wire state, indexed by id, into `out` (replacing what it held; a session calls this every
+    /// frame with the same buffer, so it allocates nothing).
+    pub fn object_states_into(&self, out: &mut Vec<ObjectState>) {
+        out.clear();
+        out.extend((0..self.objects.len()).map(|id| self.object_state(id as ObjectId)));
     }
 
     /// Applies a received body state to physics at once; the rendered pose keeps showing where the object
@@ -489,9 +552,9 @@ impl World {
         if object.holder.is_some() {
             return;
         }
+        let shown = self.render_pose(id);
+        let object = &mut self.objects[usize::from(id)];
         let body = &mut self.physics.bodies[object.body];
-        let before = pose_from_rapier(body.position());
-        let shown = object.render_error.apply(&before);
         write_body(body, &quant, state);
         let after = state_pose(&quant, state);
         object.render_error = RenderError::between(&shown, &after);
@@ -523,6 +586,12 @@ impl World {
             ownership_seq: state.ownership_seq,
         };
         let object = &mut self.objects[usize::from(id)];
+        if let Direction::GuestToHost { sender } = direction
+            && object.holder.is_some_and(|h| h.player != sender)
+        {
+            // No snatching, whatever the sequences: a hand's object changes only through its avatar.
+            return Ok(Verdict::Reject);
+        }
         let verdict = authority::judge_update(direction, object.authority.view, update);
         object.authority.apply_verdict(verdict, update);
         if verdict == Verdict::Accept {
@@ -539,10 +608,39 @@ impl World {
         pose_from_rapier(self.physics.bodies[self.objects[usize::from(id)].body].position())
     }
 
-    /// The pose to draw: physics pose plus the correction still being blended out.
+    /// The pose to draw: physics pose plus the correction still being blended out, never lower than the
+    /// floor's top over the floor (a fast landing may sink a body into the floor for a few steps while the
+    /// capped depenetration pushes it out; nobody should see that).
     pub fn render_pose(&self, id: ObjectId) -> Isometry3<f32> {
         let object = &self.objects[usize::from(id)];
-        object.render_error.apply(&self.physics_pose(id))
+        let mut shown = object.render_error.apply(&self.physics_pose(id));
+        let p = shown.translation.vector;
+        let over_floor = p.x.abs() <= self.floor_half_extent && p.z.abs() <= self.floor_half_extent;
+        let low = lowest_point(&shown, &object.half_extents);
+        if over_floor && low < FLOOR_TOP {
+            shown.translation.vector.y += FLOOR_TOP - low;
+        }
+        shown
+    }
+
+    /// Moves an object's body to `pose` at once (a remote hand took it), keeping its rendered pose where it was:
+    /// the jump is blended out like a correction.
+    pub(crate) fn jump_shown(&mut self, id: ObjectId, pose: &Isometry3<f32>) {
+        let shown = self.render_pose(id);
+        let object = &mut self.objects[usize::from(id)];
+        let body = &mut self.physics.bodies[object.body];
+        body.set_position(pose_to_rapier(pose), true);
+        body.set_next_kinematic_position(pose_to_rapier(pose));
+        object.render_error = RenderError::between(&shown, pose);
+    }
+
+    /// Whether an object touched anything (another object or the floor) in the last step.
+    pub fn in_contact(&self, id: ObjectId) -> bool {
+        self.scratch
+            .supported
+            .get(usize::from(id))
+            .copied()
+            .unwrap_or(false)
     }
 
     /// Linear velocity of an object (m/s).
@@ -576,20 +674,26 @@ impl World {
     }
 
     /// This frame's send priority of every object, indexed by id, for the codec's priority accumulator:
-    /// 1 by default, 10 for 15 frames after a high-energy collision, 1,000,000 for 60 frames after a throw,
+    /// 1 by default, 10 for 15 frames after a high-energy collision, 1,000,000 for 60 frames after it left a
+    /// hand (any player's, by release or throw),
     /// -1 for held objects and objects this peer has no business sending (on a guest: anything not under its
     /// authority and not awaiting the host's acknowledgement of a return to default).
     pub fn priorities(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.objects.len());
+        self.priorities_into(&mut out);
+        out
+    }
+
+    /// [`World::priorities`] into `out` (replacing what it held), without allocating once `out` is big enough.
+    pub fn priorities_into(&self, out: &mut Vec<f32>) {
         let local = self.config.local_player;
-        self.objects
-            .iter()
-            .map(|o| {
-                let ours = local == DEFAULT_AUTHORITY
-                    || o.authority.view.authority == local
-                    || o.authority.pending_commit;
-                o.priority.priority(ours && o.holder.is_none())
-            })
-            .collect()
+        out.clear();
+        out.extend(self.objects.iter().map(|o| {
+            let ours = local == DEFAULT_AUTHORITY
+                || o.authority.view.authority == local
+                || o.authority.pending_commit;
+            o.priority.priority(ours && o.holder.is_none())
+        }));
     }
 
     /// Sets an object's horizontal velocity and a matching rolling spin, keeping its vertical velocity
@@ -609,6 +713,23 @@ impl World {
         let handle = self.objects[usize::from(id)].body;
         self.physics.bodies[handle].set_body_type(kind, true);
     }
+}
+
+/// Height of the lowest corner of a box with `half_extents` at `pose`.
+pub fn lowest_point(pose: &Isometry3<f32>, half_extents: &Vector3<f32>) -> f32 {
+    let r = pose.rotation.to_rotation_matrix();
+    let reach: f32 = (0..3).map(|i| r[(1, i)].abs() * half_extents[i]).sum();
+    pose.translation.vector.y - reach
+}
+
+/// How fast the two bodies of an active contact close in along its normal (m/s), for their relative velocity
+/// `closing` (body 1's minus body 2's).
+fn closing_speed(pair: &ContactPair, closing: &Vector3<f32>) -> f32 {
+    pair.solver_manifolds()
+        .iter()
+        .filter(|m| !m.data.solver_contacts.is_empty())
+        .map(|m| vec_from_rapier(m.data.normal).dot(closing).abs())
+        .fold(0.0, f32::max)
 }
 
 /// Quantizes a rapier body's state with the codec.

@@ -10,14 +10,15 @@ pub const BASE_PRIORITY: f32 = 1.0;
 pub const COLLISION_PRIORITY: f32 = 10.0;
 /// Frames the collision priority lasts.
 pub const COLLISION_FRAMES: u32 = 15;
-/// Priority after being thrown.
+/// Priority after leaving a hand (released or thrown).
 pub const THROWN_PRIORITY: f32 = 1_000_000.0;
-/// Frames the thrown priority lasts.
+/// Frames the released priority lasts.
 pub const THROWN_FRAMES: u32 = 60;
 /// Priority of an object that must not be sent by this peer.
 pub const NEVER_SEND: f32 = -1.0;
-/// Velocity change (m/s) one contact pair must impart in one step to count as a high-energy collision.
-pub const HIGH_ENERGY_DELTA_V: f32 = 1.0;
+/// Speed (m/s) at which two bodies must close in along a contact's normal for it to count as a high-energy
+/// collision: only the start of an impact does; a resting or sliding contact closes in at no speed.
+pub const HIGH_ENERGY_SPEED: f32 = 5.0;
 
 /// Countdown timers that raise one object's priority for a while.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -34,7 +35,7 @@ impl PriorityTimers {
         self.collision_frames = COLLISION_FRAMES;
     }
 
-    /// Marks a throw this frame.
+    /// Marks that the object left a hand this frame (released or thrown, by any player).
     pub fn thrown(&mut self) {
         self.thrown_frames = THROWN_FRAMES;
     }

@@ -14,6 +14,9 @@ pub const LARGE_ERROR: f32 = 1.0;
 pub const SMALL_ERROR_FACTOR: f32 = 0.95;
 /// Per-frame factor for large errors.
 pub const LARGE_ERROR_FACTOR: f32 = 0.85;
+/// The most (m) the rendered position closes on the physics one in a frame: a large correction glides in at up
+/// to 2.4 m/s rather than jumping the first few frames of its blend.
+pub const MAX_BLEND_STEP: f32 = 0.04;
 /// Position errors below this (m) snap to zero.
 const SNAP: f32 = 1e-5;
 
@@ -64,10 +67,14 @@ impl RenderError {
         )
     }
 
-    /// Shrinks the error by one frame's factor.
+    /// Shrinks the error by one frame's factor, by at most [`MAX_BLEND_STEP`] in position.
     pub fn decay(&mut self) {
-        let factor = blend_factor(self.position.norm());
-        self.position *= factor;
+        let distance = self.position.norm();
+        let factor = blend_factor(distance);
+        if distance > 0.0 {
+            let shrunk = (distance * factor).max(distance - MAX_BLEND_STEP);
+            self.position *= shrunk / distance;
+        }
         if self.position.norm() < SNAP {
             self.position = Vector3::zeros();
         }
@@ -101,6 +108,11 @@ mod tests {
         e.decay();
         let expected = 0.4 * blend_factor(0.4);
         assert!((e.position.norm() - expected).abs() < 1e-5);
+        // A large error closes by at most the blend step a frame.
+        let mut far = RenderError::between(&Isometry3::translation(2.0, 0.0, 0.0), &after);
+        let before = far.position.norm();
+        far.decay();
+        assert!((before - far.position.norm() - MAX_BLEND_STEP).abs() < 1e-5);
         for _ in 0..400 {
             e.decay();
         }

@@ -7,7 +7,7 @@ use super::authority::{DEFAULT_AUTHORITY, Direction, Verdict};
 use super::avatar::Hand;
 use super::drive::KatamariDrive;
 use super::interaction::InteractionError;
-use super::priority::{NEVER_SEND, THROWN_PRIORITY};
+use super::priority::{COLLISION_PRIORITY, NEVER_SEND, THROWN_PRIORITY};
 use super::scene::{SceneKind, SceneSpec};
 use super::{World, WorldConfig};
 
@@ -725,4 +725,34 @@ fn thrown_cubes_all_come_to_rest() {
         }
     }
     assert!(stuck.is_empty(), "not at rest after 20 s: {stuck:#?}");
+}
+
+#[test]
+fn resting_contacts_are_no_collisions_and_every_release_is_sent_first() {
+    // Towers settle: their resting contacts never count as high-energy collisions.
+    let mut tower = World::new(WorldConfig::default(), &SceneKind::Tower.spec());
+    for _ in 0..240 {
+        tower.step();
+    }
+    let hot: Vec<usize> = (0..tower.object_count())
+        .filter(|&i| tower.priorities()[i] == COLLISION_PRIORITY)
+        .collect();
+    assert!(
+        hot.is_empty(),
+        "resting objects at collision priority: {hot:?}"
+    );
+    // A guest's hand lets go of a cube: the host, which never threw it, sends it first too.
+    let mut host = World::new(WorldConfig::default(), &SceneSpec::table());
+    let mut guest = World::new(guest_config(1), &SceneSpec::table());
+    guest.grab(1, Hand::Right, 0).unwrap();
+    host.apply_avatar_state(&guest.avatar_state(1));
+    host.step();
+    assert_eq!(
+        host.priorities()[0],
+        NEVER_SEND,
+        "held: travels in the avatar"
+    );
+    guest.release(1, Hand::Right);
+    host.apply_avatar_state(&guest.avatar_state(1));
+    assert_eq!(host.priorities()[0], THROWN_PRIORITY);
 }

@@ -2,9 +2,17 @@
 //! for a while, then a settle without input; prints traffic per guest and at the host, conflicts, corrections,
 //! authority transfers, and whether every guest ended within quantization error of the host.
 //!
+//! With `--hold-minutes` and `--idle-minutes`, a long session's script runs beside the bots: the first guest
+//! holds one cube in its left hand for that long, and seven cubes the bots leave alone stay idle until another
+//! guest touches each of them; the report says how many objects the links forgot after long silence (each one an
+//! object unsent across a large part of the 16-bit sequence space) and whether anything was dropped.
+//!
 //! `cargo run --release -p physync-examples --bin peer_session -- --players 4 --seconds 60 --rtt-ms 250
 //! --jitter-ms 50 --loss 0.05 --json`; `--scene-file examples/scenes/playground.ron` hosts a scene file (every
 //! guest downloads it at join), `--players` goes up to 16.
+//!
+//! `cargo run --release -p physync-examples --bin peer_session -- --minutes 30 --hold-minutes 12
+//! --idle-minutes 12 --json`
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -16,7 +24,7 @@ use physync_engine::transport::{LinkConfig, TrafficCounters};
 use physync_engine::world::avatar::Hand;
 use physync_engine::world::scene::SceneKind;
 use physync_engine::world::scene_file::load_scene;
-use physync_guest::bots::{Bot, BotKind};
+use physync_guest::bots::{Bot, BotKind, LongHaul};
 use physync_guest::{GuestConfig, PeerGuest};
 use physync_host::{HostConfig, PeerHost};
 use rand::{Rng, SeedableRng};
@@ -32,6 +40,15 @@ struct Args {
     /// Seconds of play.
     #[arg(long, default_value_t = 60.0)]
     seconds: f64,
+    /// Minutes of play (overrides `--seconds`).
+    #[arg(long)]
+    minutes: Option<f64>,
+    /// Minutes the first guest holds one cube in its left hand (0: no long hold).
+    #[arg(long, default_value_t = 0.0)]
+    hold_minutes: f64,
+    /// Minutes seven cubes stay idle before another guest touches each (0: none kept idle).
+    #[arg(long, default_value_t = 0.0)]
+    idle_minutes: f64,
     /// Seconds without input after play, before convergence is measured.
     #[arg(long, default_value_t = 5.0)]
     settle_seconds: f64,
@@ -89,6 +106,10 @@ struct Report {
     bad_updates: u64,
     respawns: u64,
     dropped_datagrams: u64,
+    guest_dropped_datagrams: u64,
+    held_minutes: f64,
+    idle_cubes_touched: usize,
+    stale_forgotten: u64,
     converged: bool,
     max_divergence_mm: f64,
     authority_mismatches: usize,
@@ -100,6 +121,11 @@ struct Report {
     wall_seconds: f64,
 }
 
+/// The cube the long-session script holds for minutes (the table's last).
+const LONG_HELD: u16 = 63;
+/// The cubes it keeps idle for minutes (the rest of the table's last row).
+const LONG_IDLE: [u16; 7] = [56, 57, 58, 59, 60, 61, 62];
+
 /// Two peers holding the same quantized state differ by at most this much (half a 1/512 m step on three axes).
 const QUANTIZATION_MM: f64 = 3.0;
 
@@ -108,7 +134,10 @@ fn kbps(t: &TrafficCounters, elapsed: Duration) -> (f64, f64) {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    if let Some(minutes) = args.minutes {
+        args.seconds = minutes * 60.0;
+    }
     let wall = Instant::now();
     let scene = match &args.scene_file {
         Some(path) => load_scene(path)?,
@@ -138,6 +167,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "none" => None,
         name => Some(Bot::new(name.parse()?, rng.random())),
     };
+    let mut long_haul = (args.hold_minutes > 0.0 || args.idle_minutes > 0.0).then(|| {
+        let minutes = |m: f64| Duration::from_secs_f64(m * 60.0);
+        let toucher = 1.min(guests.saturating_sub(1));
+        LongHaul::new(
+            (0, LONG_HELD, minutes(args.hold_minutes)),
+            (toucher, LONG_IDLE.to_vec(), minutes(args.idle_minutes)),
+        )
+    });
+    if let Some(script) = &long_haul {
+        for bot in bots.iter_mut().chain(host_bot.iter_mut()) {
+            bot.avoid(&script.reserved());
+        }
+    }
 
     let play = Duration::from_secs_f64(args.seconds);
     sim.run_until(
@@ -148,8 +190,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         },
         |i, now, guest| {
-            if let (Some(bot), Some(s)) = (bots.get_mut(i), guest.session_mut()) {
+            let Some(s) = guest.session_mut() else { return };
+            if let Some(bot) = bots.get_mut(i) {
                 bot.act(now, s);
+            }
+            if let Some(script) = &mut long_haul {
+                script.act(i, now, s);
             }
         },
     )?;
@@ -186,6 +232,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (host_up, host_down) = kbps(&host_traffic, play);
     let (up, down): (Vec<f64>, Vec<f64>) = guest_traffic.iter().map(|t| kbps(t, play)).unzip();
     let c = sim.host().counters();
+    let host_forgot: u64 = sim
+        .host()
+        .guest_reports()
+        .iter()
+        .map(|r| r.stale_forgotten)
+        .sum();
+    let guests_forgot: u64 = sim
+        .guests()
+        .filter_map(|(_, g)| g.session())
+        .map(|s| s.stale_forgotten())
+        .sum();
+    let guest_dropped: u64 = sim.guests().map(|(_, g)| g.drops().malformed).sum();
     let all_bots = bots.iter().chain(host_bot.iter());
     let report = Report {
         scene: host_world.scene().name.clone(),
@@ -208,6 +266,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         bad_updates: c.bad_updates.total(),
         respawns: c.respawns,
         dropped_datagrams: c.drops.total(),
+        guest_dropped_datagrams: guest_dropped,
+        held_minutes: long_haul
+            .as_ref()
+            .and_then(LongHaul::held_for)
+            .map_or(0.0, |d| d.as_secs_f64() / 60.0),
+        idle_cubes_touched: long_haul.as_ref().map_or(0, LongHaul::touched),
+        stale_forgotten: host_forgot + guests_forgot,
         converged: joined == guests
             && max_mm <= QUANTIZATION_MM
             && authority_mismatches == 0

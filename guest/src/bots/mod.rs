@@ -6,6 +6,8 @@
 //! by the time elapsed and grabs, releases or throws on the frame it decides to.
 
 mod arm;
+mod duel;
+mod long_haul;
 mod pick;
 
 use std::fmt;
@@ -20,6 +22,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use arm::Arm;
+
+pub use duel::{Duel, DuelRound};
+pub use long_haul::LongHaul;
 
 /// Hand speed while reaching and carrying (m/s).
 const HAND_SPEED: f32 = 2.0;
@@ -112,6 +117,7 @@ pub struct Bot {
     placed: usize,
     towers_built: usize,
     actions: BotActions,
+    avoid: Vec<ObjectId>,
 }
 
 /// What a bot has done, for tests and summaries.
@@ -146,7 +152,13 @@ impl Bot {
             placed: 0,
             towers_built: 0,
             actions: BotActions::default(),
+            avoid: Vec::new(),
         }
+    }
+
+    /// Cubes the bot never goes for (a script keeps them idle, or in another hand).
+    pub fn avoid(&mut self, cubes: &[ObjectId]) {
+        self.avoid = cubes.to_vec();
     }
 
     /// The bot's kind.
@@ -246,16 +258,21 @@ impl Bot {
         let world = controls.world();
         let me = controls.player();
         let hand = self.arm_position();
-        let cube = match self.kind {
-            BotKind::Grabber => pick::contested(world, me, CONTEST_RADIUS)
-                .or_else(|| pick::random_free(world, &mut self.rng, |_| true)),
-            BotKind::Builder => {
-                let site = self.site(controls);
+        let site = (self.kind == BotKind::Builder).then(|| self.site(controls));
+        let avoid = &self.avoid;
+        let allowed = |id: ObjectId| !avoid.contains(&id);
+        let cube = match (self.kind, site) {
+            (BotKind::Grabber, _) => pick::contested(world, me, CONTEST_RADIUS)
+                .filter(|&id| allowed(id))
+                .or_else(|| pick::random_free(world, &mut self.rng, allowed)),
+            (BotKind::Builder, Some(site)) => {
                 pick::nearest_free(world, &mut self.rng, hand, |id| {
-                    pick::horizontal_distance(world, id, site) > 0.6
+                    allowed(id) && pick::horizontal_distance(world, id, site) > 0.6
                 })
             }
-            BotKind::Thrower => pick::nearest_free(world, &mut self.rng, hand, |_| true),
+            (BotKind::Thrower | BotKind::Builder, _) => {
+                pick::nearest_free(world, &mut self.rng, hand, allowed)
+            }
         };
         match cube {
             Some(cube) => Task::Reach { cube },

@@ -1,9 +1,11 @@
-//! A joined guest's session: its world, its link to the host, the remote avatars' jitter buffer.
+//! A joined guest's session: its world, its link to the host, the jitter buffer that plays the host's frames
+//! (remote avatars and object updates together) on this guest's clock.
 
 use std::time::Duration;
 
+use physync_codec::{CodecError, ObjectState};
 use physync_engine::link::{LinkError, Outgoing, StateLink, TimedAvatar};
-use physync_engine::session::{AvatarJitterBuffer, PlayerControls, RateMeter, SceneSetup};
+use physync_engine::session::{FrameJitterBuffer, PlayerControls, RateMeter, SceneSetup};
 use physync_engine::world::World;
 use physync_engine::world::authority::{Direction, PlayerIndex, Verdict};
 use physync_engine::world::avatar::{Hand, MAX_PLAYERS};
@@ -21,8 +23,13 @@ pub struct GuestSession {
     setup: SceneSetup,
     world: World,
     link: StateLink,
-    jitter: AvatarJitterBuffer,
+    jitter: FrameJitterBuffer,
     roster: u16,
+    /// Per-frame buffers, reused: object updates due, wire states, priorities, remote avatars.
+    due: Vec<(u16, ObjectState)>,
+    states: Vec<ObjectState>,
+    priorities: Vec<f32>,
+    remote: Vec<TimedAvatar>,
     step: Duration,
     next_step: Duration,
     up: RateMeter,
@@ -54,13 +61,17 @@ impl GuestSession {
             player,
             setup,
             link: StateLink::new(link)?,
-            jitter: AvatarJitterBuffer::new(
+            jitter: FrameJitterBuffer::new(
                 config.jitter_delay,
                 u32::from(setup.step_hz),
                 world_config.quant,
             ),
             world,
             roster: 1 | (1 << player),
+            due: Vec::new(),
+            states: Vec::new(),
+            priorities: Vec::new(),
+            remote: Vec::new(),
             step: Duration::from_secs(1) / u32::from(setup.step_hz),
             next_step: now,
             up: RateMeter::new(),
@@ -114,7 +125,18 @@ impl GuestSession {
         }
     }
 
-    /// The remote avatars' play-out delay.
+    /// Advances the packet sequence of the link to the host by `n` (see [`StateLink::skip_sequences`]): long-session
+    /// tests reach the sequence-space edges of a 30-minute session in seconds.
+    pub fn skip_link_sequences(&mut self, n: u16) {
+        self.link.skip_sequences(n);
+    }
+
+    /// The stale objects the link to the host forgot (see [`physync_engine::link::LinkStats::stale_forgotten`]).
+    pub fn stale_forgotten(&self) -> u64 {
+        self.link.stats().stale_forgotten
+    }
+
+    /// The play-out delay of the host's frames.
     pub fn jitter_delay(&self) -> Duration {
         self.jitter.delay()
     }
@@ -142,20 +164,47 @@ impl GuestSession {
         self.roster = players | (1 << self.player);
     }
 
-    /// Decodes a state packet from the host: objects judged per the rules (host to guest), avatars into the
-    /// jitter buffer.
+    /// Decodes a state packet from the host into the jitter buffer: its object updates and the avatars beside
+    /// them are played together, a jitter delay later, on this guest's clock.
     pub(crate) fn receive(&mut self, now: Duration, bytes: &[u8]) -> Result<(), LinkError> {
         self.down.record(now, bytes.len());
         let update = self.link.receive(now, bytes)?;
-        let me = self.player;
-        let remote: Vec<TimedAvatar> = update
-            .avatars
+        let count = self.world.object_count();
+        if update
+            .objects
             .iter()
-            .filter(|a| a.state.player != me && self.roster & (1 << a.state.player) != 0)
-            .copied()
-            .collect();
-        self.jitter.push(now, update.frame, &remote);
-        for (id, state) in &update.objects {
+            .any(|&(id, _)| usize::from(id) >= count)
+        {
+            return Err(LinkError::Codec(CodecError::Invalid { field: "object id" }));
+        }
+        let me = self.player;
+        self.remote.clear();
+        self.remote.extend(
+            update
+                .avatars
+                .iter()
+                .filter(|a| a.state.player != me && self.roster & (1 << a.state.player) != 0),
+        );
+        self.jitter
+            .push(now, update.frame, &self.remote, &update.objects);
+        Ok(())
+    }
+
+    /// Plays the host's frames due at `now`: remote avatars first (hands open or close), then the object updates
+    /// of the same frames, each judged per the rules (host to guest).
+    fn play_remote_frames(&mut self, now: Duration) {
+        let me = self.player;
+        for p in 0..MAX_PLAYERS as u8 {
+            if p == me {
+                continue;
+            }
+            if let Some(avatar) = self.jitter.sample(now, p) {
+                self.world.apply_avatar_state(&avatar);
+            }
+        }
+        self.due.clear();
+        self.jitter.pop_objects(now, &mut self.due);
+        for (id, state) in &self.due {
             let ours = self.world.authority(*id).view.authority == me;
             match self
                 .world
@@ -168,15 +217,9 @@ impl GuestSession {
                     }
                 }
                 Ok(Verdict::Confirm) => self.counters.confirmed += 1,
-                Ok(Verdict::Reject) => self.counters.rejected += 1,
-                Err(_) => {
-                    return Err(LinkError::Codec(physync_codec::CodecError::Invalid {
-                        field: "object id",
-                    }));
-                }
+                Ok(Verdict::Reject) | Err(_) => self.counters.rejected += 1,
             }
         }
-        Ok(())
     }
 
     /// Runs the fixed steps due by `now` (remote avatars played from the jitter buffer before each) and returns
@@ -203,23 +246,18 @@ impl GuestSession {
 
     fn step_once(&mut self, now: Duration) -> Option<Vec<u8>> {
         let me = self.player;
-        let players: Vec<u8> = self.jitter.players().filter(|&p| p != me).collect();
-        for p in players {
-            if let Some(avatar) = self.jitter.sample(now, p) {
-                self.world.apply_avatar_state(&avatar);
-            }
-        }
+        self.play_remote_frames(now);
         self.world.step();
-        let objects = self.world.object_states();
-        let priorities = self.world.priorities();
+        self.world.object_states_into(&mut self.states);
+        self.world.priorities_into(&mut self.priorities);
         let avatars = [TimedAvatar::new(
             self.world.avatar_state(me),
             Duration::ZERO,
         )];
         let out = Outgoing {
             frame: self.world.frame(),
-            objects: &objects,
-            priorities: &priorities,
+            objects: &self.states,
+            priorities: &self.priorities,
             avatars: &avatars,
         };
         match self.link.build_packet(now, &out) {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use physync_codec::QuantConfig;
 use physync_engine::link::LinkSettings;
-use physync_engine::session::{PEER_PROTOCOL_ID, PEER_PROTOCOL_VERSION};
+use physync_engine::session::{DEFAULT_JITTER_DELAY, PEER_PROTOCOL_ID, PEER_PROTOCOL_VERSION};
 use physync_engine::world::WorldConfig;
 use physync_engine::world::scene::SceneSpec;
 
@@ -85,6 +85,38 @@ pub struct HostConfig {
     pub bounds: Option<WorldBounds>,
     /// Frames a corrected object stays at top priority on the link to the guest being corrected.
     pub correction_frames: u32,
+    /// Guests' frames (avatars with the object updates sent beside them) play this far behind the fastest
+    /// arrival (100 ms by default).
+    pub jitter_delay: Duration,
+    /// What a guest's object update may claim physically.
+    pub plausibility: Plausibility,
+}
+
+/// The physical limits the host holds guests' object updates to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plausibility {
+    /// Fastest an object may move (m/s).
+    pub max_speed: f32,
+    /// Fastest an object may spin (rad/s).
+    pub max_spin: f32,
+    /// How far (m) a claimed position may lie from where the host has the object beyond what the faster of
+    /// the two velocities covers in the time since the host last accepted the object from that guest (contacts
+    /// the host resolved differently, quantization).
+    pub slack_m: f32,
+    /// The longest gap (s) the speed allowance runs over: an object not heard of for longer still may not jump
+    /// further than this much motion.
+    pub max_gap_s: f32,
+}
+
+impl Default for Plausibility {
+    fn default() -> Self {
+        Self {
+            max_speed: 20.0,
+            max_spin: 40.0,
+            slack_m: 1.5,
+            max_gap_s: 0.5,
+        }
+    }
 }
 
 impl HostConfig {
@@ -103,6 +135,8 @@ impl HostConfig {
             banned: Vec::new(),
             bounds: None,
             correction_frames: 10,
+            jitter_delay: DEFAULT_JITTER_DELAY,
+            plausibility: Plausibility::default(),
         }
     }
 

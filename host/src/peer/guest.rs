@@ -4,8 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use physync_engine::link::StateLink;
-use physync_engine::session::RateMeter;
-use physync_engine::session::jitter::SenderClock;
+use physync_engine::session::{FrameJitterBuffer, RateMeter};
 use physync_engine::world::authority::PlayerIndex;
 
 use super::stats::{BadUpdates, GuestReport, ms};
@@ -21,10 +20,12 @@ pub(crate) struct GuestLink {
     pub(crate) next_keepalive: Duration,
     pub(crate) up: RateMeter,
     pub(crate) down: RateMeter,
-    /// The guest's frame clock mapped to the host's, for the sample offsets of relayed avatars.
-    pub(crate) clock: SenderClock,
-    /// Host time (s) at which the newest applied avatar of this guest was sampled.
-    pub(crate) avatar_sampled_at: Option<f64>,
+    /// The guest's frames (its avatar and the object updates sent beside it), played on the host's clock.
+    pub(crate) frames: FrameJitterBuffer,
+    /// The guest's avatar has been played into the host's world (from then on it is relayed).
+    pub(crate) avatar_seen: bool,
+    /// Per object: the host frame at which it last accepted the object's state from this guest.
+    pub(crate) accepted_at: Vec<u64>,
     /// Per object: frames left at correction priority on this link.
     pub(crate) boosts: Vec<u32>,
     pub(crate) conflicts: u64,
@@ -64,6 +65,7 @@ impl GuestLink {
             authority_transfers: self.authority_transfers,
             bad_updates: self.bad,
             packets_received: stats.packets_received,
+            stale_forgotten: stats.stale_forgotten,
         }
     }
 }

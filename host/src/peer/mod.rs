@@ -18,13 +18,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use nalgebra::Vector3;
-use physync_codec::{BodyState, CodecError, ObjectState};
+use physync_codec::{BodyState, CodecError, ObjectState, seq_newer};
 use physync_engine::link::{LinkError, LinkSettings, Outgoing, StateLink, TimedAvatar};
-use physync_engine::session::jitter::SenderClock;
 use physync_engine::session::scene_transfer::{TransferMessage, decode_transfer, is_transfer};
 use physync_engine::session::{
-    ControlError, ControlMessage, PlayerControls, RateMeter, RejectReason, SceneSetup,
-    SceneTransferError, SceneUpload, SessionCore, decode_control, encode_control,
+    ControlError, ControlMessage, FrameJitterBuffer, PlayerControls, RateMeter, RejectReason,
+    SceneSetup, SceneTransferError, SceneUpload, SessionCore, decode_control, encode_control,
 };
 use physync_engine::transport::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, Transmit};
 use physync_engine::world::World;
@@ -32,12 +31,12 @@ use physync_engine::world::authority::{DEFAULT_AUTHORITY, Direction, PlayerIndex
 use physync_engine::world::avatar::{Hand, MAX_PLAYERS};
 use physync_engine::world::scene::{ObjectId, SceneError};
 
-pub use config::{DEFAULT_PLAYERS, HostConfig, WorldBounds};
+pub use config::{DEFAULT_PLAYERS, HostConfig, Plausibility, WorldBounds};
 pub use stats::{BadUpdates, DropCounters, GuestReport, HostCounters};
 pub use validate::{MAX_AUTHORITY_LEAD, MAX_OWNERSHIP_LEAD};
 
 use guest::GuestLink;
-use validate::Bad;
+use validate::{Bad, ObjectCheck};
 
 /// Priority of an object being corrected on a link: above everything but nothing special to the codec.
 pub const CORRECTION_PRIORITY: f32 = 1_000_000.0;
@@ -86,6 +85,11 @@ pub struct PeerHost {
     counters: HostCounters,
     up: RateMeter,
     ended: bool,
+    /// Per-frame buffers, reused: guest object updates due, wire states, base and per-link priorities.
+    due: Vec<(u16, ObjectState)>,
+    states: Vec<ObjectState>,
+    base_priorities: Vec<f32>,
+    link_priorities: Vec<f32>,
 }
 
 /// Why a host could not be built.
@@ -172,6 +176,10 @@ impl PeerHost {
             counters: HostCounters::default(),
             up: RateMeter::new(),
             ended: false,
+            due: Vec::new(),
+            states: Vec::new(),
+            base_priorities: Vec::new(),
+            link_priorities: Vec::new(),
         })
     }
 
@@ -230,6 +238,14 @@ impl PeerHost {
     /// Everything the host sent, averaged from its first datagram to now, in kbps.
     pub fn avg_kbps_up(&self) -> f64 {
         self.up.average_kbps(self.now)
+    }
+
+    /// Advances the packet sequence of every guest link by `n` (see [`StateLink::skip_sequences`]): long-session
+    /// tests reach the sequence-space edges of a 30-minute session in seconds.
+    pub fn skip_link_sequences(&mut self, n: u16) {
+        for g in self.guests.values_mut() {
+            g.link.skip_sequences(n);
+        }
     }
 
     /// True once the host has left.
@@ -364,8 +380,13 @@ impl PeerHost {
                 next_keepalive: now + self.config.keepalive_interval,
                 up: RateMeter::new(),
                 down: RateMeter::new(),
-                clock: SenderClock::new(u32::from(self.setup.step_hz)),
-                avatar_sampled_at: None,
+                frames: FrameJitterBuffer::new(
+                    self.config.jitter_delay,
+                    u32::from(self.setup.step_hz),
+                    self.config.world.quant,
+                ),
+                avatar_seen: false,
+                accepted_at: vec![0; self.world.object_count()],
                 boosts: vec![0; self.world.object_count()],
                 conflicts: 0,
                 corrections: 0,
@@ -436,7 +457,9 @@ impl PeerHost {
                 Direction::GuestToHost { sender: player },
                 &state,
             );
-            debug_assert_eq!(verdict, Ok(Verdict::Accept));
+            if verdict != Ok(Verdict::Accept) {
+                tracing::warn!(id, player, "authority of a departed player not returned");
+            }
         }
     }
 
@@ -470,45 +493,125 @@ impl PeerHost {
         };
         guest.last_heard = now;
         let sender = guest.player;
-        let packet_time = guest.clock.observe(now, update.frame);
-        let delay = guest.clock.delay().unwrap_or(0.0);
-        for avatar in &update.avatars {
-            match validate::check_avatar(&self.world, &self.bounds, sender, &avatar.state) {
-                Ok((clean, bad)) => {
-                    for (kind, object) in bad {
-                        self.count_bad(from, kind, Some(object));
-                    }
-                    self.world.apply_avatar_state(&clean);
-                    if let Some(g) = self.guests.get_mut(&from) {
-                        let sampled = packet_time - avatar.sample_offset().as_secs_f64() + delay;
-                        g.avatar_sampled_at = Some(sampled);
-                    }
-                }
-                Err(kind) => self.count_bad(from, kind, None),
-            }
+        let foreign = update
+            .avatars
+            .iter()
+            .filter(|a| a.state.player != sender)
+            .count();
+        let own: Vec<TimedAvatar> = update
+            .avatars
+            .into_iter()
+            .filter(|a| a.state.player == sender)
+            .collect();
+        guest.frames.push(now, update.frame, &own, &update.objects);
+        for _ in 0..foreign {
+            self.count_bad(from, Bad::NoAuthority, None);
         }
-        for (id, state) in &update.objects {
-            if let Err(kind) = validate::check_object(&self.world, &self.bounds, sender, *id, state)
-            {
-                self.count_bad(from, kind, Some(*id));
-                if kind == Bad::ForgedSequence {
-                    self.rebase_forged(*id, state);
-                }
+    }
+
+    /// Plays every guest's frames due at `now` into the world: its avatar first (hands open or close), then the
+    /// object updates sent beside it, each checked and judged per the rules (guest to host).
+    fn play_guest_frames(&mut self, now: Duration) {
+        let addrs: Vec<SocketAddr> = self.guests.keys().copied().collect();
+        for from in addrs {
+            let Some(guest) = self.guests.get_mut(&from) else {
                 continue;
-            }
-            let verdict =
-                self.world
-                    .receive_object_state(*id, Direction::GuestToHost { sender }, state);
-            if verdict == Ok(Verdict::Reject) {
-                self.counters.conflicts += 1;
-                let frames = self.config.correction_frames;
-                if let Some(g) = self.guests.get_mut(&from) {
-                    g.conflicts += 1;
-                    if g.correct(*id, frames) {
-                        self.counters.corrections += 1;
+            };
+            let sender = guest.player;
+            let avatar = guest.frames.sample(now, sender);
+            self.due.clear();
+            guest.frames.pop_objects(now, &mut self.due);
+            if let Some(avatar) = avatar {
+                match validate::check_avatar(&self.world, &self.bounds, sender, &avatar) {
+                    Ok((clean, bad)) => {
+                        for (kind, object) in bad {
+                            self.count_bad(from, kind, Some(object));
+                        }
+                        self.world.apply_avatar_state(&clean);
+                        if let Some(g) = self.guests.get_mut(&from) {
+                            g.avatar_seen = true;
+                        }
                     }
+                    Err(kind) => self.count_bad(from, kind, None),
                 }
             }
+            let due = std::mem::take(&mut self.due);
+            for &(id, state) in &due {
+                self.judge_guest_object(from, sender, id, &state);
+            }
+            self.due = due;
+        }
+    }
+
+    /// Checks and judges one object update from the guest at `from`, playing as `sender`.
+    fn judge_guest_object(
+        &mut self,
+        from: SocketAddr,
+        sender: PlayerIndex,
+        id: ObjectId,
+        state: &ObjectState,
+    ) {
+        let frame = self.world.frame();
+        let Some(g) = self.guests.get(&from) else {
+            return;
+        };
+        let Some(&accepted_at) = g.accepted_at.get(usize::from(id)) else {
+            self.count_bad(from, Bad::NoAuthority, None);
+            return;
+        };
+        let check = ObjectCheck {
+            world: &self.world,
+            bounds: &self.bounds,
+            limits: &self.config.plausibility,
+            since_accepted_s: frame.saturating_sub(accepted_at) as f32 * self.world.dt(),
+        };
+        if let Err(kind) = validate::check_object(&check, sender, id, state) {
+            self.count_bad(from, kind, Some(id));
+            match kind {
+                Bad::ForgedSequence => self.rebase_forged(id, state),
+                Bad::Implausible => self.reclaim(id, sender),
+                Bad::NoAuthority | Bad::OutOfBounds => {}
+            }
+            return;
+        }
+        let verdict = self
+            .world
+            .receive_object_state(id, Direction::GuestToHost { sender }, state);
+        let frames = self.config.correction_frames;
+        let Some(g) = self.guests.get_mut(&from) else {
+            return;
+        };
+        match verdict {
+            Ok(Verdict::Accept) => g.accepted_at[usize::from(id)] = frame,
+            Ok(Verdict::Reject) => {
+                self.counters.conflicts += 1;
+                g.conflicts += 1;
+                if g.correct(id, frames) {
+                    self.counters.corrections += 1;
+                }
+            }
+            Ok(Verdict::Confirm) | Err(_) => {}
+        }
+    }
+
+    /// Takes an object back from a guest whose claim was implausible: default authority, authority sequence +1,
+    /// the host's own state, so the correction the host sends wins on the guest (a hand's object stays put).
+    fn reclaim(&mut self, id: ObjectId, sender: PlayerIndex) {
+        let view = self.world.authority(id).view;
+        if view.authority != sender || self.world.holder(id).is_some() {
+            return;
+        }
+        let state = ObjectState {
+            authority: DEFAULT_AUTHORITY,
+            authority_seq: view.authority_seq.wrapping_add(1),
+            ..self.world.object_state(id)
+        };
+        if self
+            .world
+            .receive_object_state(id, Direction::GuestToHost { sender }, &state)
+            != Ok(Verdict::Accept)
+        {
+            tracing::warn!(id, sender, "implausible object not taken back");
         }
     }
 
@@ -543,6 +646,7 @@ impl PeerHost {
             Bad::NoAuthority => b.no_authority += 1,
             Bad::ForgedSequence => b.forged_sequence += 1,
             Bad::OutOfBounds => b.out_of_bounds += 1,
+            Bad::Implausible => b.implausible += 1,
         };
         field(&mut self.counters.bad_updates);
         let frames = self.config.correction_frames;
@@ -558,25 +662,32 @@ impl PeerHost {
 
     /// A forged claim leaves the forger believing sequences the host's state can never beat; unless a hand holds
     /// the object, the host moves the object's sequences past the claim (default authority, its own state), so
-    /// the correction it sends wins on the forger and changes nothing physical anywhere.
+    /// the correction it sends wins on the forger and changes nothing physical anywhere. A claim exactly half the
+    /// sequence space ahead cannot be passed without the honest peers reading the new sequence as older: the host
+    /// then moves to the claim itself, which every honest peer takes and the forger cannot tell from its own.
     fn rebase_forged(&mut self, id: ObjectId, claim: &ObjectState) {
         if self.world.holder(id).is_some() {
             return;
         }
+        let local = self.world.authority(id).view.ownership_seq;
+        let past = claim.ownership_seq.wrapping_add(1);
+        let ownership_seq = if seq_newer(past, local) {
+            past
+        } else {
+            claim.ownership_seq
+        };
         let state = ObjectState {
             authority: DEFAULT_AUTHORITY,
             authority_seq: 0,
-            ownership_seq: claim.ownership_seq.wrapping_add(1),
+            ownership_seq,
             ..self.world.object_state(id)
         };
-        let verdict = self.world.receive_object_state(
-            id,
-            Direction::GuestToHost {
-                sender: DEFAULT_AUTHORITY,
-            },
-            &state,
-        );
-        debug_assert_eq!(verdict, Ok(Verdict::Accept));
+        let host = Direction::GuestToHost {
+            sender: DEFAULT_AUTHORITY,
+        };
+        if self.world.receive_object_state(id, host, &state) != Ok(Verdict::Accept) {
+            tracing::warn!(id, "forged sequences could not be rebased");
+        }
     }
 
     /// Objects that left the world bounds (thrown off the floor, fallen through it) drop back in above their
@@ -601,8 +712,9 @@ impl PeerHost {
             let verdict =
                 self.world
                     .receive_object_state(id, Direction::GuestToHost { sender }, &respawned);
-            debug_assert_eq!(verdict, Ok(Verdict::Accept));
-            self.counters.respawns += 1;
+            if verdict == Ok(Verdict::Accept) {
+                self.counters.respawns += 1;
+            }
         }
     }
 
@@ -660,6 +772,7 @@ impl PeerHost {
     }
 
     fn step(&mut self, now: Duration) {
+        self.play_guest_frames(now);
         self.world.step();
         self.respawn_fallen();
         for (id, last) in self.authorities.iter_mut().enumerate() {
@@ -674,26 +787,25 @@ impl PeerHost {
                 *last = current;
             }
         }
-        let objects = self.world.object_states();
-        let base = self.world.priorities();
+        self.world.object_states_into(&mut self.states);
+        self.world.priorities_into(&mut self.base_priorities);
         let frame = self.world.frame();
-        let now_s = now.as_secs_f64();
+        // Relayed avatars are what the host's world shows, on the host's frame: the objects sent beside them
+        // went through the same jitter buffer, so a hand and what it holds or just let go arrive together.
         let mut avatars: Vec<(PlayerIndex, TimedAvatar)> = vec![(
             DEFAULT_AUTHORITY,
             TimedAvatar::new(self.world.avatar_state(DEFAULT_AUTHORITY), Duration::ZERO),
         )];
-        for g in self.guests.values() {
-            if let Some(at) = g.avatar_sampled_at {
-                let offset = Duration::from_secs_f64((now_s - at).max(0.0));
-                avatars.push((
-                    g.player,
-                    TimedAvatar::new(self.world.avatar_state(g.player), offset),
-                ));
-            }
+        for g in self.guests.values().filter(|g| g.avatar_seen) {
+            avatars.push((
+                g.player,
+                TimedAvatar::new(self.world.avatar_state(g.player), Duration::ZERO),
+            ));
         }
         let mut sends = Vec::new();
         for g in self.guests.values_mut() {
-            let mut priorities = base.clone();
+            let priorities = &mut self.link_priorities;
+            priorities.clone_from(&self.base_priorities);
             for (p, boost) in priorities.iter_mut().zip(g.boosts.iter_mut()) {
                 if *boost > 0 {
                     *boost -= 1;
@@ -709,8 +821,8 @@ impl PeerHost {
                 .collect();
             let out = Outgoing {
                 frame,
-                objects: &objects,
-                priorities: &priorities,
+                objects: &self.states,
+                priorities,
                 avatars: &relayed,
             };
             match g.link.build_packet(now, &out) {

@@ -34,12 +34,15 @@ pub struct BadUpdates {
     pub forged_sequence: u64,
     /// Positions outside the world bounds.
     pub out_of_bounds: u64,
+    /// Motion no honest simulation makes: a jump further than the object's speed allows since the host last
+    /// accepted its state, or a speed or spin over the caps.
+    pub implausible: u64,
 }
 
 impl BadUpdates {
     /// Every bad update.
     pub fn total(&self) -> u64 {
-        self.no_authority + self.forged_sequence + self.out_of_bounds
+        self.no_authority + self.forged_sequence + self.out_of_bounds + self.implausible
     }
 }
 
@@ -72,6 +75,8 @@ pub struct GuestReport {
     pub bad_updates: BadUpdates,
     /// State packets received from it.
     pub packets_received: u64,
+    /// Objects this guest's link forgot after long silence both ways (idle or held for minutes).
+    pub stale_forgotten: u64,
 }
 
 /// Session-wide counters of the host.

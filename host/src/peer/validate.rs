@@ -1,10 +1,11 @@
 //! The host's checks on a guest's update before the arbitration rules see it: what no honest guest can send.
 
+use nalgebra::Vector3;
 use physync_codec::{AvatarState, ObjectState, QuantConfig, seq_newer};
 use physync_engine::world::World;
 use physync_engine::world::authority::{AuthorityView, DEFAULT_AUTHORITY, PlayerIndex};
 
-use super::config::WorldBounds;
+use super::config::{Plausibility, WorldBounds};
 
 /// The furthest an honest guest's ownership sequence can run ahead of the host's: each grab it makes before
 /// hearing back adds one.
@@ -22,6 +23,8 @@ pub enum Bad {
     ForgedSequence,
     /// It places something outside the world bounds.
     OutOfBounds,
+    /// It moves an object further or faster than physics can.
+    Implausible,
 }
 
 fn lead(update: u16, local: u16) -> u16 {
@@ -49,25 +52,55 @@ fn check_sequences(
     Ok(())
 }
 
-/// Checks one object update from `sender`.
+/// What the host knows when it checks one object update: its world, its limits, and how long (s) it has been
+/// since it last accepted this object's state from the sender.
+pub struct ObjectCheck<'a> {
+    /// The host's world.
+    pub world: &'a World,
+    /// Where objects may be.
+    pub bounds: &'a WorldBounds,
+    /// Speed, spin and displacement limits.
+    pub limits: &'a Plausibility,
+    /// Seconds since the host last accepted this object from the sender (or since it took authority).
+    pub since_accepted_s: f32,
+}
+
+/// Checks one object update from `sender`: authority, bounds, sequences, and that the motion is physically
+/// plausible from the host's own copy of the object. (An update for an object in another player's hand is an
+/// honest race or a snatch; either way the arbitration refuses it, see `World::receive_object_state`.)
 pub fn check_object(
-    world: &World,
-    bounds: &WorldBounds,
+    check: &ObjectCheck<'_>,
     sender: PlayerIndex,
     id: u16,
     state: &ObjectState,
 ) -> Result<(), Bad> {
+    let world = check.world;
     if state.authority != sender && state.authority != DEFAULT_AUTHORITY {
         return Err(Bad::NoAuthority);
     }
-    if !bounds.contains(state.body.position_f32(&world.config().quant)) {
+    let quant = &world.config().quant;
+    let position = Vector3::from(state.body.position_f32(quant));
+    if !check.bounds.contains(position.into()) {
         return Err(Bad::OutOfBounds);
     }
     check_sequences(
         world.authority(id).view,
         state.ownership_seq,
         state.authority_seq,
-    )
+    )?;
+    let limits = check.limits;
+    let velocity = Vector3::from(state.body.linear_velocity_f32(quant));
+    let spin = Vector3::from(state.body.angular_velocity_f32(quant));
+    if velocity.norm() > limits.max_speed || spin.norm() > limits.max_spin {
+        return Err(Bad::Implausible);
+    }
+    let here = world.physics_pose(id).translation.vector;
+    let speed = velocity.norm().max(world.linear_velocity(id).norm());
+    let gap = check.since_accepted_s.clamp(0.0, limits.max_gap_s) + world.dt();
+    if (position - here).norm() > limits.slack_m + speed * gap {
+        return Err(Bad::Implausible);
+    }
+    Ok(())
 }
 
 /// Checks an avatar from `sender` and strips held objects it may not claim; returns the avatar to apply, the

@@ -1,0 +1,265 @@
+//! What players see in a rough peer session: a host and three guests on the in-memory network (250 ms RTT, 50 ms
+//! jitter, 5% loss, 1% duplication by default), bots grabbing, carrying, releasing, throwing and stacking, two
+//! guests contesting one cube in the same frame every few seconds, then an idle settle. Every peer's render and
+//! physics poses are read after every step (see `physync_engine::session::feel`): bodies drawn below the floor,
+//! free-flying objects stepping backward on peers without authority over them, rendered poses snapping; every
+//! contest is timed until all four peers agree on who has the cube; and after the settle every guest is
+//! compared with the host.
+//!
+//! `cargo run --release -p physync-examples --bin peer_feel -- --json`
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use physync_engine::session::sim::host_addr;
+use physync_engine::session::{FeelFigures, FeelMeter, PlayerControls, SessionSim, divergence};
+use physync_engine::transport::LinkConfig;
+use physync_engine::world::World;
+use physync_engine::world::avatar::Hand;
+use physync_engine::world::scene::{ObjectId, SceneKind};
+use physync_guest::bots::{Bot, BotKind, Duel};
+use physync_guest::{GuestConfig, PeerGuest};
+use physync_host::{HostConfig, PeerHost};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+/// Runs a bot-driven 4-player session and reports what every peer showed, frame by frame.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Seconds of play.
+    #[arg(long, default_value_t = 60.0)]
+    seconds: f64,
+    /// Seconds without input after play.
+    #[arg(long, default_value_t = 5.0)]
+    idle_seconds: f64,
+    /// Round-trip time of every link (ms).
+    #[arg(long, default_value_t = 250)]
+    rtt_ms: u64,
+    /// One-way jitter (ms).
+    #[arg(long, default_value_t = 50)]
+    jitter_ms: u64,
+    /// Loss probability per datagram.
+    #[arg(long, default_value_t = 0.05)]
+    loss: f64,
+    /// Duplication probability per datagram.
+    #[arg(long, default_value_t = 0.01)]
+    duplicate: f64,
+    /// Seconds between two contests of one cube by two guests.
+    #[arg(long, default_value_t = 3.0)]
+    duel_period: f64,
+    /// Play-out delay of every peer's jitter buffer (ms).
+    #[arg(long, default_value_t = 100)]
+    jitter_delay_ms: u64,
+    /// Seed of the network, the nonces and the bots.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    seconds: f64,
+    idle_seconds: f64,
+    rtt_ms: u64,
+    jitter_ms: u64,
+    loss: f64,
+    duplicate: f64,
+    jitter_delay_ms: u64,
+    throws_observed: u64,
+    releases_observed: u64,
+    frames_observed: u64,
+    max_render_below_floor_mm: f64,
+    max_backstep_mm: f64,
+    snaps_over_5cm: u64,
+    snaps_over_5cm_per_min: f64,
+    worst_render_jump_mm: f64,
+    contests: usize,
+    conflicts_resolved: usize,
+    conflict_resolution_ms_p50: f64,
+    conflict_resolution_ms_p95: f64,
+    conflict_resolution_ms_max: f64,
+    authority_mismatches_after_settle: usize,
+    holder_mismatches_after_settle: usize,
+    max_divergence_mm_after_settle: f64,
+    bad_updates: u64,
+    dropped_datagrams: u64,
+    wall_seconds: f64,
+}
+
+type Sim = SessionSim<PeerHost, PeerGuest>;
+
+/// Who has a cube on one peer: its authority and the player holding it.
+fn who(world: &World, id: ObjectId) -> (u8, Option<u8>) {
+    (
+        world.authority(id).view.authority,
+        world.holder(id).map(|h| h.player),
+    )
+}
+
+/// Whether every peer agrees on who has `id`.
+fn agreed(sim: &Sim, id: ObjectId) -> bool {
+    let host = who(sim.host().world(), id);
+    sim.guests()
+        .all(|(_, g)| g.world().is_some_and(|w| who(w, id) == host))
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let wall = Instant::now();
+    let jitter_delay = Duration::from_millis(args.jitter_delay_ms);
+    let mut config = HostConfig::new(SceneKind::Table.spec());
+    config.jitter_delay = jitter_delay;
+    let host = PeerHost::new(config)?;
+    let link = LinkConfig::from_rtt(
+        Duration::from_millis(args.rtt_ms),
+        Duration::from_millis(args.jitter_ms),
+        args.loss,
+        args.duplicate,
+    );
+    let mut sim: Sim = SessionSim::new(host, link, args.seed)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
+    let kinds = [BotKind::Thrower, BotKind::Grabber, BotKind::Thrower];
+    let mut bots = Vec::new();
+    for kind in kinds {
+        let mut guest_config = GuestConfig::new(host_addr(), rng.random());
+        guest_config.jitter_delay = jitter_delay;
+        sim.add_guest(PeerGuest::new(guest_config))?;
+        bots.push(Bot::new(kind, rng.random()));
+    }
+    let mut host_bot = Bot::new(BotKind::Builder, rng.random());
+    let mut duel = Duel::new(
+        [0, 1],
+        Duration::from_secs(2),
+        Duration::from_secs_f64(args.duel_period),
+        Duration::from_millis(1500),
+        rng.random(),
+    );
+    let mut host_meter = FeelMeter::new();
+    let mut guest_meters = vec![FeelMeter::new(); kinds.len()];
+    let mut resolved: Vec<Option<f64>> = Vec::new();
+
+    let frame = Duration::from_secs(1) / 60;
+    let play = Duration::from_secs_f64(args.seconds);
+    let end = play + Duration::from_secs_f64(args.idle_seconds);
+    let mut released = false;
+    while sim.now() < end {
+        let until = (sim.now() + frame).min(end);
+        let playing = until <= play;
+        sim.run_until(
+            until,
+            |now, host| {
+                host_meter.observe(host.world());
+                if playing {
+                    host_bot.act(now, host);
+                }
+            },
+            |i, now, guest| {
+                if let Some(w) = guest.world() {
+                    guest_meters[i].observe(w);
+                }
+                let Some(s) = guest.session_mut() else { return };
+                if playing {
+                    bots[i].act(now, s);
+                    duel.act(i, now, s);
+                }
+            },
+        )?;
+        if !playing && !released {
+            released = true;
+            for hand in Hand::BOTH {
+                sim.host_mut().release(hand);
+            }
+            for i in 0..kinds.len() {
+                if let Some(s) = sim.guest_mut(i).and_then(|g| g.session_mut()) {
+                    for hand in Hand::BOTH {
+                        s.release(hand);
+                    }
+                }
+            }
+        }
+        let rounds = duel.rounds();
+        resolved.resize(rounds.len(), None);
+        for (round, done) in rounds.iter().zip(resolved.iter_mut()) {
+            let Some(first) = round.grabbed.iter().flatten().min() else {
+                continue;
+            };
+            if round.contested() && done.is_none() && agreed(&sim, round.cube) {
+                *done = Some(sim.now().saturating_sub(*first).as_secs_f64() * 1000.0);
+            }
+        }
+    }
+
+    let host_world = sim.host().world();
+    let (mut authority_mismatches, mut holder_mismatches, mut max_mm) = (0, 0, 0.0f64);
+    for (_, g) in sim.guests() {
+        let Some(world) = g.world() else { continue };
+        let d = divergence(host_world, world);
+        authority_mismatches += d.authority_mismatches;
+        holder_mismatches += d.holder_mismatches;
+        max_mm = max_mm.max(f64::from(d.max_position_m) * 1000.0);
+    }
+    let figures = guest_meters
+        .iter()
+        .fold(host_meter.figures(), |f, m| f.merge(m.figures()));
+    let contests = duel.rounds().iter().filter(|r| r.contested()).count();
+    let mut times: Vec<f64> = resolved.iter().flatten().copied().collect();
+    times.sort_by(f64::total_cmp);
+    let minutes = end.as_secs_f64() / 60.0;
+    let all_bots = bots.iter().chain(std::iter::once(&host_bot));
+    let c = sim.host().counters();
+    let guest_drops: u64 = sim.guests().map(|(_, g)| g.drops().malformed).sum();
+    let FeelFigures {
+        frames,
+        max_render_below_floor_m,
+        max_backstep_m,
+        snaps,
+        worst_jump_m,
+    } = figures;
+    let report = Report {
+        seconds: args.seconds,
+        idle_seconds: args.idle_seconds,
+        rtt_ms: args.rtt_ms,
+        jitter_ms: args.jitter_ms,
+        loss: args.loss,
+        duplicate: args.duplicate,
+        jitter_delay_ms: args.jitter_delay_ms,
+        throws_observed: all_bots.clone().map(|b| b.actions().thrown).sum(),
+        releases_observed: all_bots
+            .map(|b| b.actions().released + b.actions().placed)
+            .sum(),
+        frames_observed: frames,
+        max_render_below_floor_mm: f64::from(max_render_below_floor_m.max(0.0)) * 1000.0,
+        max_backstep_mm: f64::from(max_backstep_m.max(0.0)) * 1000.0,
+        snaps_over_5cm: snaps,
+        snaps_over_5cm_per_min: snaps as f64 / minutes,
+        worst_render_jump_mm: f64::from(worst_jump_m.max(0.0)) * 1000.0,
+        contests,
+        conflicts_resolved: times.len(),
+        conflict_resolution_ms_p50: percentile(&times, 0.5),
+        conflict_resolution_ms_p95: percentile(&times, 0.95),
+        conflict_resolution_ms_max: times.last().copied().unwrap_or(0.0),
+        authority_mismatches_after_settle: authority_mismatches,
+        holder_mismatches_after_settle: holder_mismatches,
+        max_divergence_mm_after_settle: max_mm,
+        bad_updates: c.bad_updates.total(),
+        dropped_datagrams: c.drops.total() + guest_drops,
+        wall_seconds: wall.elapsed().as_secs_f64(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!("{report:#?}");
+    }
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! What a third player sees of a throw: guest A lifts a cube by a metre and throws it straight up at 6 m/s; guest
+//! B and the host, neither of them the thrower, must show it leave the hand and fly, frame by frame, render and
+//! physics pose: never drawn below the floor, never stepping backward, never snapping, never back in the hand.
+
+use std::time::Duration;
+
+use nalgebra::{Isometry3, Vector3};
+use physync_engine::session::sim::host_addr;
+use physync_engine::session::{FeelFigures, FeelMeter, PlayerControls, SessionSim};
+use physync_engine::transport::LinkConfig;
+use physync_engine::world::World;
+use physync_engine::world::avatar::Hand;
+use physync_engine::world::scene::SceneKind;
+use physync_guest::{GuestConfig, PeerGuest};
+use physync_host::{HostConfig, PeerHost};
+
+const CUBE: u16 = 0;
+const GRAB_AT: f64 = 1.0;
+const THROW_AT: f64 = 1.5;
+const END: f64 = 4.5;
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+/// Where the thrower's hand is at `t`: on the cube until the grab, then rising 1 m by the throw.
+fn hand(start: &Isometry3<f32>, t: f64) -> Isometry3<f32> {
+    let lift = ((t - GRAB_AT) / (THROW_AT - GRAB_AT)).clamp(0.0, 1.0) as f32;
+    Isometry3::translation(0.0, 0.1 + lift, 0.0) * start
+}
+
+/// What the observers showed: the meters of guest B and of the host, and whether either put the cube back in a
+/// hand after showing it free.
+struct Observed {
+    guest: FeelFigures,
+    host: FeelFigures,
+    regrabbed: bool,
+    flew: bool,
+}
+
+fn watch(world: &World, meter: &mut FeelMeter, released: &mut bool, regrabbed: &mut bool) {
+    meter.observe(world);
+    match world.holder(CUBE) {
+        None if world.render_pose(CUBE).translation.y > 1.0 => *released = true,
+        Some(_) if *released => *regrabbed = true,
+        _ => {}
+    }
+}
+
+fn throw_seen_by_others(link: LinkConfig, seed: u64) -> Observed {
+    let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).unwrap();
+    let mut sim: SessionSim<PeerHost, PeerGuest> = SessionSim::new(host, link, seed).unwrap();
+    for nonce in [1, 2] {
+        sim.add_guest(PeerGuest::new(GuestConfig::new(host_addr(), nonce)))
+            .unwrap();
+    }
+    sim.run_idle_until(secs(GRAB_AT - 0.2)).unwrap();
+    let start = sim.guest(0).unwrap().world().unwrap().physics_pose(CUBE);
+    let (mut guest_meter, mut host_meter) = (FeelMeter::new(), FeelMeter::new());
+    let (mut guest_released, mut host_released) = (false, false);
+    let (mut guest_regrabbed, mut host_regrabbed) = (false, false);
+    sim.run_until(
+        secs(END),
+        |_, host| {
+            let w = host.world();
+            watch(w, &mut host_meter, &mut host_released, &mut host_regrabbed);
+        },
+        |i, now, guest| {
+            let t = now.as_secs_f64();
+            if i == 1 {
+                if let Some(w) = guest.world() {
+                    watch(
+                        w,
+                        &mut guest_meter,
+                        &mut guest_released,
+                        &mut guest_regrabbed,
+                    );
+                }
+                return;
+            }
+            let Some(s) = guest.session_mut() else { return };
+            if t < THROW_AT || s.world().grip(s.player(), Hand::Right).is_some() {
+                s.set_hand_pose(Hand::Right, hand(&start, t));
+            }
+            if t >= GRAB_AT && s.world().holder(CUBE).is_none() && t < THROW_AT {
+                s.grab(Hand::Right, CUBE).unwrap();
+            }
+            if t >= THROW_AT && s.world().grip(s.player(), Hand::Right).is_some() {
+                s.throw(Hand::Right, Vector3::new(0.0, 6.0, 0.0), Vector3::zeros());
+            }
+        },
+    )
+    .unwrap();
+    Observed {
+        guest: guest_meter.figures(),
+        host: host_meter.figures(),
+        regrabbed: guest_regrabbed || host_regrabbed,
+        flew: guest_released && host_released,
+    }
+}
+
+fn assert_smooth(what: &str, o: &Observed) {
+    assert!(o.flew, "{what}: the throw never showed as flying");
+    assert!(!o.regrabbed, "{what}: the cube went back into the hand");
+    for (peer, f) in [("guest B", o.guest), ("host", o.host)] {
+        assert!(f.frames > 100, "{what}, {peer}: {f:?}");
+        assert!(
+            f.max_render_below_floor_m <= 0.0,
+            "{what}, {peer}: drawn below the floor: {f:?}"
+        );
+        assert!(
+            f.max_backstep_m <= 0.01,
+            "{what}, {peer}: stepped back: {f:?}"
+        );
+        assert_eq!(f.snaps, 0, "{what}, {peer}: snapped: {f:?}");
+    }
+}
+
+#[test]
+fn a_throw_flies_on_every_other_peer_on_a_clean_link() {
+    for rtt in [100, 250] {
+        let link = LinkConfig::from_rtt(Duration::from_millis(rtt), Duration::ZERO, 0.0, 0.0);
+        assert_smooth(&format!("{rtt} ms"), &throw_seen_by_others(link, 3));
+    }
+}
+
+#[test]
+fn a_throw_flies_on_every_other_peer_under_jitter() {
+    let link = LinkConfig::from_rtt(
+        Duration::from_millis(250),
+        Duration::from_millis(50),
+        0.0,
+        0.0,
+    );
+    for seed in [4, 5] {
+        assert_smooth(&format!("seed {seed}"), &throw_seen_by_others(link, seed));
+    }
+}
