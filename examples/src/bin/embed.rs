@@ -4,6 +4,7 @@
 //!
 //! `cargo run --release -p physync-examples --bin embed -- --json` (it always prints one JSON object).
 
+use std::f32::consts::FRAC_1_SQRT_2;
 use std::time::Duration;
 
 use nalgebra::{Isometry3, Vector3};
@@ -47,7 +48,7 @@ fn build_scene() -> Result<SceneSpec, Box<dyn std::error::Error>> {
             .object(
                 ObjectSpec::new(Shape::capsule(0.15, 0.1), [x, 0.1, -2.0])
                     .with_material(Material::default().with_angular_damping(2.0))
-                    .with_rotation([0.0, 0.0, 0.7071068, 0.7071068]),
+                    .with_rotation([0.0, 0.0, FRAC_1_SQRT_2, FRAC_1_SQRT_2]),
             );
     }
     let ring = (0..4).map(|k| (k as f32 * std::f32::consts::FRAC_PI_2).sin_cos());
@@ -110,9 +111,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
             |i, _, guest| {
                 let mine = throws.iter().filter(|t| t.0 == i + 1);
-                guest
-                    .session_mut()
-                    .map(|g| mine.for_each(|t| play(g, s, t)));
+                if let Some(g) = guest.session_mut() {
+                    mine.for_each(|t| play(g, s, t));
+                }
             },
         )?;
         for e in sim.host_mut().input_world().take_events() {
