@@ -3,7 +3,7 @@
 //!
 //! Drive it like the host: [`PeerGuest::handle_datagram`], [`PeerGuest::handle_timeout`] when
 //! [`PeerGuest::poll_timeout`] comes due, and send what [`PeerGuest::poll_transmit`] hands out. Once joined,
-//! [`PeerGuest::session_mut`] gives the [`GuestSession`], which takes local input through [`PlayerControls`].
+//! [`PeerGuest::session_mut`] gives the [`GuestSession`], which takes local input through [`PlayerControls`](physync_engine::session::PlayerControls).
 
 mod config;
 mod session;
