@@ -465,7 +465,10 @@ impl World {
 
     /// Touch: objects in contact with a moving object under the local player's authority take that
     /// authority, recursively through contacts (sequence +1 each). Only a guest does this; the host's
-    /// authority is the default. Each object reached is expanded through its own contacts only.
+    /// authority is the default. Each object reached is expanded through its own contacts only. An object
+    /// another player let go of within the released-priority window is not taken: here it left a hand played
+    /// a jitter delay late, so its contacts are not the ones its releaser saw, and its releaser's peer is
+    /// already sending it first.
     fn propagate_touch(&mut self) {
         let local = self.config.local_player;
         if local == DEFAULT_AUTHORITY || self.scratch.touching.is_empty() {
@@ -495,7 +498,14 @@ impl World {
                     continue;
                 };
                 let o = &mut self.objects[usize::from(other)];
-                if o.holder.is_none() && o.authority.view.authority == DEFAULT_AUTHORITY {
+                let just_let_go_remotely = o.priority.thrown_frames > 0
+                    && o.released_grab.is_some_and(|(player, seq)| {
+                        player != local && seq == o.authority.view.ownership_seq
+                    });
+                if o.holder.is_none()
+                    && o.authority.view.authority == DEFAULT_AUTHORITY
+                    && !just_let_go_remotely
+                {
                     o.authority.touch(local);
                     frontier.push(other);
                 }

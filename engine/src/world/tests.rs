@@ -756,3 +756,45 @@ fn resting_contacts_are_no_collisions_and_every_release_is_sent_first() {
     host.apply_avatar_state(&guest.avatar_state(1));
     assert_eq!(host.priorities()[0], THROWN_PRIORITY);
 }
+
+#[test]
+fn a_cube_let_go_by_another_player_is_not_taken_by_touch_on_a_third_peer() {
+    // The host presses a held cube onto a cube under guest 2's authority, as guest 2 sees it (its hand played a
+    // jitter delay late), then lets go. Guest 2 must leave the released cube to the host: taking it by touch
+    // would make guest 2's view of the overlap (not the host's) what every other peer sees next.
+    let mut scene = SceneSpec::towers(&[1]);
+    scene.objects.clear();
+    for x in [0.0, 2.0] {
+        scene.objects.push(super::scene::ObjectSpec::cube(
+            0.25,
+            Vector3::new(x, 0.25, 0.0),
+        ));
+    }
+    let mut host = World::new(WorldConfig::default(), &scene);
+    let mut guest = World::new(guest_config(2), &scene);
+    guest.grab(2, Hand::Left, 0).unwrap();
+    guest.release(2, Hand::Left);
+    host.set_hand_pose(0, Hand::Right, host.physics_pose(1));
+    host.grab(0, Hand::Right, 1).unwrap();
+    for frame in 0..20 {
+        let y = 1.0 - 0.02 * frame as f32;
+        host.set_hand_pose(0, Hand::Right, Isometry3::translation(0.0, y, 0.0));
+        host.step();
+        guest.apply_avatar_state(&host.avatar_state(0));
+        guest.step();
+    }
+    assert_eq!(guest.authority(0).view.authority, 2);
+    assert!(!guest.is_at_rest(0), "the pressed cube moves");
+    host.release(0, Hand::Right);
+    for _ in 0..10 {
+        host.step();
+        guest.apply_avatar_state(&host.avatar_state(0));
+        guest.step();
+        let view = guest.authority(1).view;
+        assert_eq!(
+            (view.authority, guest.holder(1)),
+            (DEFAULT_AUTHORITY, None),
+            "the released cube stays the host's on guest 2"
+        );
+    }
+}
