@@ -55,6 +55,8 @@ struct PendingJoin {
     download: SceneDownload,
     next_request: Duration,
     outstanding: usize,
+    /// The host's latest roster, sent while the scene downloads; the session starts from it.
+    roster: Option<u16>,
 }
 
 /// Where a guest is in its session.
@@ -214,6 +216,7 @@ impl PeerGuest {
                                 download,
                                 next_request: now,
                                 outstanding: 0,
+                                roster: None,
                             });
                         }
                         Err(e) => self.refuse_scene(e),
@@ -236,6 +239,8 @@ impl PeerGuest {
             ControlMessage::Roster { players } => {
                 if let Some(s) = &mut self.session {
                     s.set_roster(players);
+                } else if let Some(p) = &mut self.pending {
+                    p.roster = Some(players);
                 }
             }
             ControlMessage::JoinRequest { .. } => self.drops.malformed += 1,
@@ -274,11 +279,20 @@ impl PeerGuest {
             None => {}
             Some(Err(e)) => self.refuse_scene(e),
             Some(Ok(scene)) => {
-                let Some(PendingJoin { player, setup, .. }) = self.pending.take() else {
+                let Some(PendingJoin {
+                    player,
+                    setup,
+                    roster,
+                    ..
+                }) = self.pending.take()
+                else {
                     return;
                 };
                 match GuestSession::new(&self.config, player, setup, scene, now) {
-                    Ok(session) => {
+                    Ok(mut session) => {
+                        if let Some(players) = roster {
+                            session.set_roster(players);
+                        }
                         tracing::info!(player, scene = %session.world().scene().name, "joined");
                         self.session = Some(session);
                         self.phase = GuestPhase::Joined;

@@ -258,3 +258,17 @@ fn a_bad_scene_stops_the_guest_with_a_clear_error() {
     from_host(&mut g, ms(10), huge);
     assert_eq!(g.phase(), GuestPhase::Joining, "a 1 MiB scene is allowed");
 }
+
+#[test]
+fn a_roster_sent_while_the_scene_downloads_is_the_sessions_roster() {
+    let mut g = PeerGuest::new(GuestConfig::new(host(), 42));
+    g.handle_timeout(ms(0));
+    from_host(&mut g, ms(10), accept(42));
+    // The host announces players 1 and 3 (and this guest, 2) before the scene is complete.
+    from_host(&mut g, ms(20), ControlMessage::Roster { players: 0b1111 });
+    for chunk in chunks() {
+        g.handle_datagram(ms(30), host(), Delivery::Unreliable, &chunk);
+    }
+    assert_eq!(g.phase(), GuestPhase::Joined);
+    assert_eq!(g.session().unwrap().players(), vec![0, 1, 2, 3]);
+}
