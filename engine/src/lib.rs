@@ -15,6 +15,33 @@
 //! - [`session`]: what both roles of a peer-hosted session share (control messages, drivers);
 //! - [`transport`]: the transports that carry datagrams between sans-IO protocol cores (a laminar UDP driver for
 //!   real sockets, an in-memory network with a link conditioner for tests).
+//!
+//! A game brings its own world: a [`world::scene::SceneSpec`] (shapes, materials, tags, level geometry,
+//! quantization), from a RON file ([`world::scene_file`]) or the [`world::scene::SceneBuilder`]. The host sends it
+//! to guests at join ([`session::scene_transfer`]); [`world::World::take_events`] tells the game who took
+//! authority over or hold of what.
+//!
+//! ```
+//! use physync_engine::world::scene::{LevelShape, LevelSpec, ObjectSpec, Pose, SceneBuilder, Shape};
+//! use physync_engine::world::{World, WorldConfig};
+//!
+//! let ramp = LevelShape::TriMesh {
+//!     vertices: vec![[-1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [-1.0, 1.0, 3.0], [1.0, 1.0, 3.0]],
+//!     triangles: vec![[0, 2, 1], [1, 2, 3]],
+//! };
+//! let scene = SceneBuilder::new("demo")
+//!     .floor(10.0)
+//!     .level(LevelSpec::new(ramp, Pose::at([0.0, 0.0, 2.0])))
+//!     .object(ObjectSpec::new(Shape::ball(0.25), [0.0, 2.0, 0.0]))
+//!     .build()
+//!     .expect("a valid scene");
+//! let mut world = World::new(WorldConfig::default(), &scene);
+//! for _ in 0..120 {
+//!     world.step();
+//! }
+//! // The ball fell onto the floor.
+//! assert!(world.physics_pose(0).translation.vector.y < 0.3);
+//! ```
 #![warn(missing_docs)]
 
 pub mod connection;

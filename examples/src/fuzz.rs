@@ -158,7 +158,7 @@ impl Target for Client {
 
 /// The datagrams a peer host and guest 0 received in a short session of two bot guests, and guest 0's nonce.
 fn peer_corpus(seed: u64) -> (Vec<Received>, Vec<Received>, u64) {
-    let host = PeerHost::new(HostConfig::new(SceneKind::Table)).expect("table host");
+    let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).expect("table host");
     let mut sim = SessionSim::new(host, LinkConfig::ideal(), seed).expect("ideal link");
     sim.set_tap(true);
     let nonce = seed ^ 0x5eed;
@@ -409,7 +409,8 @@ pub fn run(seed: u64, inputs: u64) -> FuzzReport {
     let (to_server, to_client) = shooter_corpus(seed);
     let each = inputs / 4;
     let mut cores = BTreeMap::new();
-    let host = || Host(PeerHost::new(HostConfig::new(SceneKind::Table)).expect("table host"));
+    let host =
+        || Host(PeerHost::new(HostConfig::new(SceneKind::Table.spec())).expect("table host"));
     cores.insert(
         "peer_host".to_owned(),
         fuzz_core(&host, &to_host, each, &mut rng),

@@ -209,7 +209,7 @@ fn addr_of(sim: &SessionSim<PeerHost, Guest>, player: u8) -> Option<SocketAddr> 
 
 #[test]
 fn a_forging_guest_is_counted_refused_and_corrected() {
-    let host = PeerHost::new(HostConfig::new(SceneKind::Table)).unwrap();
+    let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).unwrap();
     let link = LinkConfig::from_rtt(
         Duration::from_millis(100),
         Duration::from_millis(10),

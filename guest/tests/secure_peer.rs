@@ -32,7 +32,7 @@ fn link() -> LinkConfig {
 }
 
 fn session(seed: u64, guests: usize) -> Sim {
-    let host = PeerHost::new(HostConfig::new(SceneKind::Table)).unwrap();
+    let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).unwrap();
     let mut sim = SessionSim::new_secure(host, link(), seed, Some(CODE.into())).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for _ in 0..guests {

@@ -48,7 +48,7 @@ fn watch(world: &World, meter: &mut FeelMeter, released: &mut bool, regrabbed: &
 }
 
 fn throw_seen_by_others(link: LinkConfig, seed: u64) -> Observed {
-    let host = PeerHost::new(HostConfig::new(SceneKind::Table)).unwrap();
+    let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).unwrap();
     let mut sim: SessionSim<PeerHost, PeerGuest> = SessionSim::new(host, link, seed).unwrap();
     for nonce in [1, 2] {
         sim.add_guest(PeerGuest::new(GuestConfig::new(host_addr(), nonce)))

@@ -52,7 +52,7 @@ fn host_and_two_guests_join_play_and_leave_over_udp() {
     let config = DriverConfig::default();
     let host_driver = LaminarDriver::bind("127.0.0.1:0", config).unwrap();
     let host_addr = host_driver.local_addr();
-    let host = PeerHost::new(HostConfig::new(SceneKind::Table)).unwrap();
+    let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).unwrap();
     let guests = [(BotKind::Thrower, 1u64), (BotKind::Grabber, 2)]
         .into_iter()
         .map(|(kind, seed)| {

@@ -10,7 +10,10 @@ use clap::Args;
 use physync_engine::connection::{ConnectionStats, new_join_code};
 use physync_engine::session::udp::{bind_peer_host, linger, run_udp};
 use physync_engine::transport::{DriverConfig, TransportError};
+use std::path::PathBuf;
+
 use physync_engine::world::scene::SceneKind;
+use physync_engine::world::scene_file::{SceneFileError, load_scene};
 use serde::Serialize;
 
 use crate::peer::{GuestReport, HostConfig, HostCounters, HostError, PeerHost};
@@ -27,7 +30,10 @@ pub struct PeerHostArgs {
     /// Scene: table, katamari or tower.
     #[arg(long, default_value = "table")]
     pub scene: SceneKind,
-    /// Players admitted, the host included (2..=4).
+    /// A scene file (RON, see examples/scenes/) to host instead of a named scene; guests download it at join.
+    #[arg(long, conflicts_with = "scene")]
+    pub scene_file: Option<PathBuf>,
+    /// Players admitted, the host included (2..=16).
     #[arg(long, default_value_t = 4)]
     pub players: u8,
     /// Stop after this many seconds (default: run until Ctrl-C).
@@ -57,13 +63,17 @@ impl PeerHostArgs {
         }
     }
 
-    /// The host configuration these arguments ask for.
-    pub fn host_config(&self) -> HostConfig {
-        let mut config = HostConfig::new(self.scene);
+    /// The host configuration these arguments ask for; a scene file that does not load is an error.
+    pub fn host_config(&self) -> Result<HostConfig, SceneFileError> {
+        let scene = match &self.scene_file {
+            Some(path) => load_scene(path)?,
+            None => self.scene.spec(),
+        };
+        let mut config = HostConfig::new(scene);
         config.max_players = self.players;
         config.link.send_hz = self.send_hz;
         config.link.bytes_per_second = self.budget_kbps * 1000 / 8;
-        config
+        Ok(config)
     }
 }
 
@@ -73,6 +83,9 @@ pub enum RunError {
     /// The configuration was refused.
     #[error(transparent)]
     Host(#[from] HostError),
+    /// The scene file did not load.
+    #[error(transparent)]
+    SceneFile(#[from] SceneFileError),
     /// The socket failed.
     #[error(transparent)]
     Transport(#[from] TransportError),
@@ -103,7 +116,7 @@ impl HostSummary {
         let guests = host.guest_reports();
         Self {
             seconds: host.now().as_secs_f64(),
-            scene: host.config().scene.to_string(),
+            scene: host.config().scene.name.clone(),
             players: host.players().len(),
             host_kbps_up_total: host.avg_kbps_up(),
             counters: *host.counters(),
@@ -168,7 +181,7 @@ fn catch_interrupt() {
 /// Runs a peer host over UDP until `--seconds` pass or Ctrl-C, printing a status line per second; returns the
 /// summary (the caller prints it).
 pub fn run_peer_host(args: &PeerHostArgs) -> Result<HostSummary, RunError> {
-    let mut host = PeerHost::new(args.host_config())?;
+    let mut host = PeerHost::new(args.host_config()?)?;
     let join_code = args.resolved_join_code();
     let mut driver = bind_peer_host(args.listen, DriverConfig::default(), join_code.clone())?;
     tracing::info!(addr = %driver.local_addr(), scene = %args.scene, "hosting");

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use physync_engine::session::udp::{bind_peer_guest, bind_peer_host};
 use physync_engine::transport::DriverConfig;
-use physync_engine::world::scene::SceneKind;
+use physync_engine::world::scene::SceneSpec;
 use physync_guest::{GuestConfig, PeerGuest};
 use physync_host::PeerHost;
 use rand::{Rng, SeedableRng};
@@ -23,12 +23,12 @@ use crate::live::LiveSession;
 use crate::session::SessionHandle;
 
 /// What the start screen's Host form asks for, already validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HostConfig {
     /// UDP port to listen on (0 lets the system pick one).
     pub port: u16,
-    /// The scene to simulate.
-    pub scene: SceneKind,
+    /// The scene to simulate (a demo scene or a loaded scene file); guests download it at join.
+    pub scene: SceneSpec,
     /// Players allowed in the session, the host included.
     pub max_players: u8,
 }
@@ -104,7 +104,7 @@ impl CoreLauncher {
 
 impl SessionLauncher for CoreLauncher {
     fn host(&mut self, config: &HostConfig) -> Result<Box<dyn SessionHandle>, LaunchError> {
-        let mut host_config = physync_host::HostConfig::new(config.scene);
+        let mut host_config = physync_host::HostConfig::new(config.scene.clone());
         host_config.max_players = config.max_players;
         let core = PeerHost::new(host_config).map_err(|e| LaunchError::Config(e.to_string()))?;
         let driver = bind_peer_host(
@@ -115,7 +115,7 @@ impl SessionLauncher for CoreLauncher {
         .map_err(|e| LaunchError::Socket(format!("UDP port {}: {e}", config.port)))?;
         let title = format!(
             "Hosting '{}' on UDP port {} — up to {} players",
-            config.scene,
+            config.scene.name,
             driver.local_addr().port(),
             config.max_players
         );

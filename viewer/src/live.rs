@@ -29,8 +29,8 @@ use crate::bot_guest::BotGuest;
 use crate::count_rate::CountRate;
 use crate::roles::Role;
 use crate::session::{
-    AvatarView, BodyId, BodyView, BotKind, ConditionerSettings, LinkStats, PlayerId, PlayerView,
-    SessionError, SessionHandle, SessionKind, SessionStatus,
+    AvatarView, BodyId, BodyView, BotKind, ConditionerSettings, LevelView, LinkStats, PlayerId,
+    PlayerView, SessionError, SessionHandle, SessionKind, SessionStatus,
 };
 use crate::world_view;
 
@@ -133,6 +133,7 @@ pub struct LiveSession<R: Role> {
     title: String,
     rng: ChaCha8Rng,
     bodies: Vec<BodyView>,
+    shapes: world_view::ShapeCache,
     avatars: Vec<AvatarView>,
     players: Vec<PlayerView>,
     links: Vec<LinkStats>,
@@ -167,6 +168,7 @@ impl<R: Role + Send + 'static> LiveSession<R> {
             title,
             rng: ChaCha8Rng::seed_from_u64(seed),
             bodies: Vec::new(),
+            shapes: world_view::ShapeCache::default(),
             avatars: Vec::new(),
             players: Vec::new(),
             links: Vec::new(),
@@ -215,7 +217,10 @@ impl<R: Role> LiveSession<R> {
             self.links.clear();
             return;
         };
-        self.bodies = world_view::bodies(world);
+        if !self.shapes.fits(world.object_count()) {
+            self.shapes = world_view::ShapeCache::new(world.scene());
+        }
+        self.bodies = world_view::bodies(world, &self.shapes);
         let ids = s.core.player_ids();
         self.avatars = world_view::avatars(world, &ids);
         let local = self.local;
@@ -244,7 +249,7 @@ impl<R: Role> LiveSession<R> {
             self.carry_limit = s
                 .core
                 .scene()
-                .map(|scene| scene.spec().floor_half_extent + CARRY_MARGIN);
+                .map(|scene| scene.floor_half_extent() + CARRY_MARGIN);
         }
         let figures = s.core.link_figures();
         self.rates
@@ -325,6 +330,10 @@ impl<R: Role> SessionHandle for LiveSession<R> {
 
     fn bodies(&self) -> &[BodyView] {
         &self.bodies
+    }
+
+    fn level(&self) -> &[LevelView] {
+        self.shapes.level()
     }
 
     fn avatars(&self) -> &[AvatarView] {

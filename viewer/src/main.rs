@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use physync_engine::world::scene::SceneKind;
+use physync_engine::world::scene_file::load_scene;
 use physync_viewer::app::{ScreenshotOutcome, ScreenshotPlan, ViewerApp};
 use physync_viewer::launcher::{CoreLauncher, HostConfig, SessionLauncher};
 use physync_viewer::session::BotKind;
@@ -26,6 +27,9 @@ struct Cli {
     /// The scene `--screenshot` hosts: table, katamari or tower.
     #[arg(long, default_value = "table")]
     scene: SceneKind,
+    /// A scene file (RON) `--screenshot` hosts instead of `--scene`.
+    #[arg(long, value_name = "RON", conflicts_with = "scene")]
+    scene_file: Option<PathBuf>,
     /// With `--screenshot`: take the start screen instead of a session.
     #[arg(long)]
     start_screen: bool,
@@ -76,10 +80,14 @@ fn screenshot_app(
         };
         return Ok(app.take_screenshot(path, plan, outcome));
     }
+    let scene = match &cli.scene_file {
+        Some(file) => load_scene(file).map_err(|e| e.to_string())?,
+        None => cli.scene.spec(),
+    };
     let mut session = launcher
         .host(&HostConfig {
             port: 0,
-            scene: cli.scene,
+            scene,
             max_players: 4,
         })
         .map_err(|e| e.to_string())?;

@@ -222,6 +222,8 @@ mod tests {
             position: Point3::origin(),
             rotation: UnitQuaternion::identity(),
             half_extents: Vector3::repeat(0.5),
+            mesh: None,
+            tag_color: None,
             authority,
             owner: None,
         };

@@ -126,6 +126,8 @@ mod tests {
             position: Point3::new(x, 0.5, z),
             rotation: UnitQuaternion::identity(),
             half_extents: Vector3::repeat(0.5),
+            mesh: None,
+            tag_color: None,
             authority: None,
             owner: None,
         }

@@ -1,8 +1,10 @@
-//! The software 3D renderer: boxes and a floor drawn as egui meshes.
+//! The software 3D renderer: boxes, any shape's triangles and a floor drawn as egui meshes.
 //!
 //! Every face is transformed to view space, back-face culled, clipped at the near plane, Lambert shaded,
 //! sorted far-to-near (painter's algorithm) and appended to one mesh. It needs nothing from the GPU beyond
 //! drawing triangles, so it runs the same under Xvfb with Mesa's software rasteriser.
+
+use std::sync::Arc;
 
 use egui::epaint::Mesh;
 use egui::{Color32, Painter, Pos2, Rect, Shape};
@@ -10,7 +12,7 @@ use nalgebra::{Isometry3, Point3, UnitQuaternion, Vector3};
 
 use crate::camera::{OrbitCamera, clip_to_near};
 use crate::palette::{authority_color, player_color, shade};
-use crate::session::{AvatarView, BodyId, BodyView};
+use crate::session::{AvatarView, BodyId, BodyView, LevelView, Tessellation};
 
 /// Floor tiles from the centre to each edge (the checkerboard is 2 × this many tiles on a side).
 const FLOOR_TILES: i32 = 12;
@@ -37,13 +39,15 @@ enum Edge {
     Hovered,
 }
 
-/// One box to draw.
+/// One box (or, with `mesh`, any shape) to draw.
 struct BoxShape {
     center: Point3<f32>,
     rotation: UnitQuaternion<f32>,
     half: Vector3<f32>,
     color: Color32,
     edge: Edge,
+    /// Triangles in the body's frame, drawn instead of the box; level meshes are drawn from both sides.
+    mesh: Option<(Arc<Tessellation>, bool)>,
 }
 
 /// One visible face ready to paint.
@@ -111,6 +115,16 @@ pub struct Scene<'a> {
     pub hovered: Option<BodyId>,
     /// Half the side of the square floor, metres (at least [`MIN_FLOOR_HALF`]).
     pub floor_half: f32,
+    /// Static level geometry besides the floor.
+    pub level: &'a [LevelView],
+}
+
+/// The colour a body shows: its authority's while a player simulates it, else its tag's (or the default).
+pub fn body_color(b: &BodyView) -> Color32 {
+    match (b.authority, b.tag_color) {
+        (None, Some(tag)) => tag,
+        (authority, _) => authority_color(authority),
+    }
 }
 
 /// Paint the scene into `rect` seen through `camera`.
@@ -122,7 +136,7 @@ pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<
             center: b.position,
             rotation: b.rotation,
             half: b.half_extents,
-            color: authority_color(b.authority),
+            color: body_color(b),
             edge: if b.owner.is_some() {
                 Edge::Held
             } else if scene.hovered == Some(b.id) {
@@ -130,8 +144,17 @@ pub fn paint(painter: &Painter, rect: Rect, camera: &OrbitCamera, scene: &Scene<
             } else {
                 Edge::Plain
             },
+            mesh: b.mesh.clone().map(|m| (m, false)),
         })
         .collect();
+    boxes.extend(scene.level.iter().map(|l| BoxShape {
+        center: l.pose.translation.vector.into(),
+        rotation: l.pose.rotation,
+        half: Vector3::zeros(),
+        color: l.color,
+        edge: Edge::Plain,
+        mesh: Some((l.mesh.clone(), true)),
+    }));
     for avatar in scene.avatars {
         boxes.extend(avatar_boxes(avatar));
     }
@@ -167,6 +190,7 @@ pub fn paint_solids(
             rotation: s.rotation,
             half: s.half_extents,
             color: s.color,
+            mesh: None,
             edge: Edge::Plain,
         })
         .collect();
@@ -212,6 +236,7 @@ fn avatar_boxes(avatar: &AvatarView) -> Vec<BoxShape> {
         half: Vector3::from(half),
         color,
         edge: Edge::Plain,
+        mesh: None,
     };
     let visor_offset = Vector3::new(0.0, 0.025, HEAD_HALF[2] + VISOR_HALF[2]);
     let visor = Isometry3::from_parts(
@@ -256,8 +281,76 @@ fn lambert(normal: &Vector3<f32>) -> f32 {
     0.38 + 0.62 * normal.dot(&light_dir()).max(0.0)
 }
 
-/// The visible, shaded faces of one box.
+/// The visible, shaded triangles of a shape given as a mesh: culled when facing away (or, drawn from both
+/// sides, shaded as seen), clipped, projected, no rims except a held body's dark outline colour.
+fn mesh_faces(
+    b: &BoxShape,
+    mesh: &Tessellation,
+    double_sided: bool,
+    camera: &OrbitCamera,
+    view: &Isometry3<f32>,
+    rect: Rect,
+) -> Vec<Face> {
+    let eye = camera.eye();
+    let box_depth = -(view * b.center).z;
+    let color = match b.edge {
+        Edge::Held => shade(b.color, 0.55),
+        Edge::Hovered => Color32::from_rgb(255, 236, 120),
+        Edge::Plain => b.color,
+    };
+    let mut out = Vec::new();
+    for tri in &mesh.triangles {
+        let Some(world) = tri
+            .iter()
+            .map(|&i| {
+                mesh.vertices
+                    .get(i as usize)
+                    .map(|v| b.center + b.rotation * v)
+            })
+            .collect::<Option<Vec<Point3<f32>>>>()
+        else {
+            continue;
+        };
+        let mut normal = (world[1] - world[0]).cross(&(world[2] - world[0]));
+        if normal.norm_squared() <= 1e-12 {
+            continue;
+        }
+        normal.normalize_mut();
+        if normal.dot(&(world[0] - eye)) >= 0.0 {
+            if !double_sided {
+                continue;
+            }
+            normal = -normal;
+        }
+        let in_view: Vec<Point3<f32>> = world.iter().map(|p| view * p).collect();
+        let clipped = clip_to_near(&in_view);
+        if clipped.len() < 3 {
+            continue;
+        }
+        let projected: Vec<_> = clipped
+            .iter()
+            .filter_map(|p| camera.project_view_point(p, rect))
+            .collect();
+        if projected.len() != clipped.len() {
+            continue;
+        }
+        let depth = projected.iter().map(|p| p.depth).sum::<f32>() / projected.len() as f32;
+        out.push(Face {
+            screen: projected.iter().map(|p| p.screen).collect(),
+            box_depth,
+            depth,
+            color: shade(color, lambert(&normal)),
+            edge: None,
+        });
+    }
+    out
+}
+
+/// The visible, shaded faces of one box (or of the shape its mesh gives).
 fn box_faces(b: &BoxShape, camera: &OrbitCamera, view: &Isometry3<f32>, rect: Rect) -> Vec<Face> {
+    if let Some((mesh, double_sided)) = &b.mesh {
+        return mesh_faces(b, mesh, *double_sided, camera, view, rect);
+    }
     let eye = camera.eye();
     let box_depth = -(view * b.center).z;
     let mut out = Vec::with_capacity(3);
@@ -398,6 +491,7 @@ mod tests {
             half: Vector3::repeat(0.5),
             color,
             edge: Edge::Plain,
+            mesh: None,
         }
     }
 

@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use physync_engine::session::{PlayerControls, RejectReason, SessionCore};
 use physync_engine::world::World;
 use physync_engine::world::authority::DEFAULT_AUTHORITY;
-use physync_engine::world::scene::SceneKind;
+use physync_engine::world::scene::SceneSpec;
 use physync_guest::PeerGuest;
 use physync_guest::peer::{EndReason, GuestPhase};
 use physync_host::PeerHost;
@@ -48,7 +48,7 @@ pub trait Role: SessionCore {
     /// How many players the session admits, once known.
     fn max_players(&self) -> Option<u8>;
     /// The scene, once known.
-    fn scene(&self) -> Option<SceneKind>;
+    fn scene(&self) -> Option<&SceneSpec>;
     /// One entry per link.
     fn link_figures(&self) -> Vec<LinkFigures>;
     /// Whether the session runs.
@@ -82,8 +82,8 @@ impl Role for PeerHost {
         Some(self.config().max_players)
     }
 
-    fn scene(&self) -> Option<SceneKind> {
-        Some(self.config().scene)
+    fn scene(&self) -> Option<&SceneSpec> {
+        Some(&self.config().scene)
     }
 
     fn link_figures(&self) -> Vec<LinkFigures> {
@@ -146,8 +146,8 @@ impl Role for PeerGuest {
         self.session().map(|s| s.setup().max_players)
     }
 
-    fn scene(&self) -> Option<SceneKind> {
-        self.session().map(|s| s.setup().scene)
+    fn scene(&self) -> Option<&SceneSpec> {
+        PeerGuest::world(self).map(|w| w.scene())
     }
 
     /// The guest's one link. It counts no arbitration of its own, so both figures are the host updates that
@@ -206,6 +206,7 @@ fn describe_end(guest: &PeerGuest, reason: EndReason) -> String {
         }
         EndReason::HostLeft => "the host left the session".into(),
         EndReason::Left => "you left the session".into(),
+        EndReason::BadScene(e) => format!("the scene from the host at {host} was refused: {e}"),
     }
 }
 
@@ -283,7 +284,10 @@ mod tests {
 
     #[test]
     fn bots_of_a_host_listening_everywhere_join_through_loopback() {
-        let host_core = PeerHost::new(physync_host::HostConfig::new(SceneKind::Table)).unwrap();
+        let host_core = PeerHost::new(physync_host::HostConfig::new(
+            physync_engine::world::scene::SceneKind::Table.spec(),
+        ))
+        .unwrap();
         assert_eq!(
             host_core.bot_target(([0, 0, 0, 0], 40001).into()),
             SocketAddr::from(([127, 0, 0, 1], 40001))

@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 
 use egui::{Color32, ColorImage};
 
-use crate::palette::authority_color;
-use crate::render3d::top_face_color;
+use crate::render3d::{body_color, top_face_color};
 use crate::session::{BodyView, PlayerId};
 
 /// Per-channel tolerance when matching a rendered colour (rasterisers may round differently by a step or two).
@@ -19,7 +18,8 @@ pub const MIN_PIXELS: usize = 40;
 pub struct FrameReport {
     /// Number of distinct colours in the frame (1 means blank).
     pub distinct_colors: usize,
-    /// For each authority present among the bodies (`None` = default), the pixels showing its top-face colour.
+    /// For each authority present among the bodies (`None` = default), the pixels showing its top-face colour
+    /// (bodies under default authority show their tag colours, any of which counts).
     pub authority_pixels: BTreeMap<Option<PlayerId>, usize>,
 }
 
@@ -55,14 +55,25 @@ pub fn inspect(image: &ColorImage, bodies: &[BodyView]) -> FrameReport {
     let mut distinct: Vec<Color32> = image.pixels.clone();
     distinct.sort_unstable_by_key(|c| c.to_array());
     distinct.dedup();
-    let mut authority_pixels = BTreeMap::new();
+    let mut targets: BTreeMap<Option<PlayerId>, Vec<Color32>> = BTreeMap::new();
     for body in bodies {
-        authority_pixels.entry(body.authority).or_insert(0);
+        let colors = targets.entry(body.authority).or_default();
+        let target = top_face_color(body_color(body));
+        if !colors.contains(&target) {
+            colors.push(target);
+        }
     }
-    for (authority, count) in &mut authority_pixels {
-        let target = top_face_color(authority_color(*authority));
-        *count = image.pixels.iter().filter(|p| close(**p, target)).count();
-    }
+    let authority_pixels = targets
+        .into_iter()
+        .map(|(authority, colors)| {
+            let count = image
+                .pixels
+                .iter()
+                .filter(|p| colors.iter().any(|c| close(**p, *c)))
+                .count();
+            (authority, count)
+        })
+        .collect();
     FrameReport {
         distinct_colors: distinct.len(),
         authority_pixels,
@@ -72,6 +83,7 @@ pub fn inspect(image: &ColorImage, bodies: &[BodyView]) -> FrameReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::palette::authority_color;
     use nalgebra::{Point3, UnitQuaternion, Vector3};
 
     fn body(authority: Option<PlayerId>) -> BodyView {
@@ -80,6 +92,8 @@ mod tests {
             position: Point3::origin(),
             rotation: UnitQuaternion::identity(),
             half_extents: Vector3::repeat(0.5),
+            mesh: None,
+            tag_color: None,
             authority,
             owner: None,
         }

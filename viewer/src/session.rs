@@ -6,7 +6,11 @@
 
 use std::fmt;
 
+use std::sync::Arc;
+
+use egui::Color32;
 use nalgebra::{Isometry3, Point3, UnitQuaternion, Vector3};
+pub use physync_engine::world::shape::Tessellation;
 pub use physync_guest::bots::BotKind;
 
 /// A player's index in the session (the host is player 0).
@@ -24,12 +28,27 @@ pub struct BodyView {
     pub position: Point3<f32>,
     /// Render orientation.
     pub rotation: UnitQuaternion<f32>,
-    /// Half the box's size along its local axes, metres.
+    /// Half the size of the box around the body's shape along its local axes, metres (picking uses it).
     pub half_extents: Vector3<f32>,
+    /// The body's shape as triangles in its own frame; `None` draws the box of `half_extents`.
+    pub mesh: Option<Arc<Tessellation>>,
+    /// The colour the game's tag gives it, shown while no player has authority.
+    pub tag_color: Option<Color32>,
     /// The player whose simulation is authoritative for it; `None` is default authority.
     pub authority: Option<PlayerId>,
     /// The player holding it, if anyone.
     pub owner: Option<PlayerId>,
+}
+
+/// A piece of static level geometry as it should be drawn (floors are drawn as the checkerboard instead).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LevelView {
+    /// Where it stands.
+    pub pose: Isometry3<f32>,
+    /// Its triangles in its own frame.
+    pub mesh: Arc<Tessellation>,
+    /// Its colour.
+    pub color: Color32,
 }
 
 /// A player's avatar: a head and two hands, each a pose whose local +Z is where it points.
@@ -168,6 +187,10 @@ pub trait SessionHandle {
     fn local_player(&self) -> PlayerId;
     /// Every dynamic body with its render pose, authority and owner.
     fn bodies(&self) -> &[BodyView];
+    /// The static level geometry to draw besides the floor.
+    fn level(&self) -> &[LevelView] {
+        &[]
+    }
     /// Every player's avatar, the local one included.
     fn avatars(&self) -> &[AvatarView];
     /// Everyone in the session.

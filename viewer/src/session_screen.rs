@@ -252,6 +252,7 @@ impl SessionScreen {
             avatars: self.handle.avatars(),
             hovered: self.hovered,
             floor_half: self.floor_half,
+            level: self.handle.level(),
         };
         render3d::paint(&ui.painter_at(rect), rect, &self.camera, &scene);
     }

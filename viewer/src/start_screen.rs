@@ -7,12 +7,13 @@ use crate::launcher::{HostConfig, JoinConfig};
 use crate::shooter::form::{DedicatedConfig, DedicatedForm};
 use physync_engine::world::avatar::MAX_PLAYERS;
 use physync_engine::world::scene::SceneKind;
+use physync_engine::world::scene_file::load_scene;
 
 /// Colour of error messages.
 pub const ERROR_COLOR: Color32 = Color32::from_rgb(255, 110, 100);
 
 /// What the person asked for on the start screen, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum StartAction {
     /// Host a session.
     Host(HostConfig),
@@ -29,6 +30,8 @@ pub struct StartScreen {
     pub host_port: String,
     /// The scene to host.
     pub scene: SceneKind,
+    /// Text of the scene-file field: a RON scene file hosted instead of the named scene when not empty.
+    pub scene_file: String,
     /// Maximum number of players, host included.
     pub max_players: u8,
     /// Text of the join-address field.
@@ -48,6 +51,7 @@ impl Default for StartScreen {
         Self {
             host_port: "40000".into(),
             scene: SceneKind::Table,
+            scene_file: String::new(),
             max_players: 4,
             join_address: "127.0.0.1:40000".into(),
             host_error: None,
@@ -78,9 +82,13 @@ impl StartScreen {
     pub fn host_action(&self) -> Result<StartAction, String> {
         let port = parse_port(&self.host_port).map_err(|e| e.to_string())?;
         check_port_free(port).map_err(|e| e.to_string())?;
+        let scene = match self.scene_file.trim() {
+            "" => self.scene.spec(),
+            path => load_scene(std::path::Path::new(path)).map_err(|e| e.to_string())?,
+        };
         Ok(StartAction::Host(HostConfig {
             port,
-            scene: self.scene,
+            scene,
             max_players: self.max_players,
         }))
     }
@@ -134,6 +142,15 @@ impl StartScreen {
                         ui.selectable_value(&mut self.scene, scene, scene.name());
                     }
                 });
+            ui.horizontal(|ui| {
+                let label = ui.label("Scene file");
+                ui.add(
+                    TextEdit::singleline(&mut self.scene_file)
+                        .hint_text("examples/scenes/playground.ron")
+                        .desired_width(260.0),
+                )
+                .labelled_by(label.id);
+            });
             ui.horizontal(|ui| {
                 let label = ui.label("Max players");
                 ui.add(DragValue::new(&mut self.max_players).range(PLAYER_RANGE))

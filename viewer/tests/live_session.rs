@@ -345,7 +345,7 @@ fn bots_fill_a_session_and_play_under_their_own_authority() {
     let mut host = launcher
         .host(&HostConfig {
             port: 0,
-            scene: SceneKind::Table,
+            scene: SceneKind::Table.spec(),
             max_players: 4,
         })
         .unwrap();
@@ -384,7 +384,7 @@ fn a_full_session_refuses_a_guest_with_a_message() {
     let mut host = launcher
         .host(&HostConfig {
             port,
-            scene: SceneKind::Tower,
+            scene: SceneKind::Tower.spec(),
             max_players: 2,
         })
         .unwrap();

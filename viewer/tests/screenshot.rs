@@ -1,5 +1,6 @@
 //! The `--screenshot` path end to end: the real binary under Xvfb with Mesa's software GL hosts a real session
-//! of each scene on a local port with three bot guests, lets it run, renders the window, checks the frame
+//! of each scene (the playground's every collider shape from its scene file included) on a local port with three
+//! bot guests, lets it run, renders the window, checks the frame
 //! itself (not blank, every authority present visible in its colour) and writes a PNG of the window's size.
 //! The start screen is taken the same way.
 //!
@@ -38,9 +39,17 @@ fn reported_authorities(stdout: &str) -> Vec<(String, usize)> {
 fn hosted_sessions_render_to_pngs_with_several_authority_colours() {
     let dir = std::env::temp_dir().join(format!("physync-viewer-shot-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for scene in ["table", "katamari", "tower"] {
+    let playground = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/scenes/playground.ron"
+    );
+    for scene in ["table", "katamari", "tower", "playground"] {
         let path = dir.join(format!("{scene}.png"));
-        let output = viewer_under_xvfb(&path, &["--scene", scene, "--settle", "2"]);
+        let args = match scene {
+            "playground" => ["--scene-file", playground, "--settle", "2"],
+            _ => ["--scene", scene, "--settle", "2"],
+        };
+        let output = viewer_under_xvfb(&path, &args);
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
             output.status.success(),

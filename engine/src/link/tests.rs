@@ -331,7 +331,7 @@ fn sample_offsets_are_clamped_and_travel_with_unchanged_avatars() {
     // An avatar whose slot is not a player never goes out.
     let stray = [TimedAvatar::new(
         AvatarState {
-            player: 9,
+            player: 16,
             ..AvatarState::default()
         },
         Duration::ZERO,

@@ -8,8 +8,8 @@
 use physync_codec::bitpack::{BitReadStream, BitWriteStream};
 use physync_codec::{CodecError, Ctx, Stream};
 
+use super::scene_transfer::SceneOffer;
 use crate::world::avatar::MAX_PLAYERS;
-use crate::world::scene::SceneKind;
 
 /// Identifies physync peer sessions; a datagram with another id is not ours.
 pub const PEER_PROTOCOL_ID: u16 = 0x5053;
@@ -25,16 +25,16 @@ const KIND: Ctx = Ctx::user(1, "control message kind");
 const VERSION: Ctx = Ctx::user(2, "protocol version");
 const NONCE: Ctx = Ctx::user(3, "client nonce");
 const PLAYER: Ctx = Ctx::user(4, "player slot");
-const SCENE: Ctx = Ctx::user(5, "scene");
 const RATE: Ctx = Ctx::user(6, "rate");
 const REASON: Ctx = Ctx::user(7, "reject reason");
 const ROSTER: Ctx = Ctx::user(8, "roster");
 
-/// What a guest needs to build the host's world: the scene and the rates the session runs at.
+/// What a guest needs to build the host's world: the scene it will download and the rates the session runs at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SceneSetup {
-    /// The scene both sides build (object ids are indices into it).
-    pub scene: SceneKind,
+    /// The scene both sides build (object ids are indices into it): its length and content hash; the guest
+    /// fetches the bytes with [`super::scene_transfer`].
+    pub scene: SceneOffer,
     /// Players the session admits, host included.
     pub max_players: u8,
     /// Fixed simulation steps per second.
@@ -90,7 +90,7 @@ pub enum ControlMessage {
     /// Host to guests: the players now in the session, bit `i` for player `i`.
     Roster {
         /// Bit mask of present players.
-        players: u8,
+        players: u16,
     },
 }
 
@@ -142,12 +142,7 @@ fn serialize_u16<S: Stream>(s: &mut S, ctx: Ctx, value: &mut u16) -> Result<(), 
 }
 
 fn serialize_setup<S: Stream>(s: &mut S, setup: &mut SceneSetup) -> Result<(), CodecError> {
-    let mut scene = SceneKind::ALL
-        .iter()
-        .position(|k| *k == setup.scene)
-        .unwrap_or(0) as i32;
-    s.int(SCENE, &mut scene, 0, SceneKind::ALL.len() as i32 - 1)?;
-    setup.scene = SceneKind::ALL[scene as usize];
+    setup.scene.serialize(s)?;
     let mut players = i32::from(setup.max_players);
     s.int(PLAYER, &mut players, 1, MAX_PLAYERS as i32)?;
     setup.max_players = players as u8;
@@ -213,7 +208,7 @@ pub fn serialize_control<S: Stream>(
                 nonce: 0,
                 player: 1,
                 setup: SceneSetup {
-                    scene: SceneKind::Table,
+                    scene: SceneOffer { len: 0, hash: 0 },
                     max_players: 1,
                     step_hz: 1,
                     send_hz: 1,
@@ -252,7 +247,7 @@ pub fn serialize_control<S: Stream>(
         ControlMessage::Roster { players } => {
             let mut mask = u32::from(*players);
             s.bits(ROSTER, &mut mask, MAX_PLAYERS as u32)?;
-            *players = mask as u8;
+            *players = mask as u16;
         }
     }
     Ok(())
@@ -295,10 +290,13 @@ mod tests {
             },
             ControlMessage::Accept {
                 nonce: u64::MAX,
-                player: 3,
+                player: 15,
                 setup: SceneSetup {
-                    scene: SceneKind::Tower,
-                    max_players: 4,
+                    scene: SceneOffer {
+                        len: 123_456,
+                        hash: 0xFEDC_BA98_7654_3210,
+                    },
+                    max_players: 16,
                     step_hz: 60,
                     send_hz: 30,
                 },
@@ -317,7 +315,9 @@ mod tests {
             },
             ControlMessage::KeepAlive,
             ControlMessage::Leave,
-            ControlMessage::Roster { players: 0b1011 },
+            ControlMessage::Roster {
+                players: 0b1000_0000_0000_1011,
+            },
         ]
     }
 
@@ -380,7 +380,7 @@ mod tests {
             nonce: 1,
             player: 0,
             setup: SceneSetup {
-                scene: SceneKind::Table,
+                scene: SceneOffer { len: 10, hash: 1 },
                 max_players: 4,
                 step_hz: 60,
                 send_hz: 60,
@@ -391,8 +391,8 @@ mod tests {
             nonce: 1,
             player: 1,
             setup: SceneSetup {
-                scene: SceneKind::Table,
-                max_players: 9,
+                scene: SceneOffer { len: 10, hash: 1 },
+                max_players: 17,
                 step_hz: 60,
                 send_hz: 60,
             },

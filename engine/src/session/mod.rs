@@ -11,6 +11,7 @@ pub mod core;
 pub mod feel;
 pub mod jitter;
 pub mod rate;
+pub mod scene_transfer;
 pub mod sim;
 pub mod udp;
 
@@ -24,4 +25,5 @@ pub use core::SessionCore;
 pub use feel::{FeelFigures, FeelMeter};
 pub use jitter::{DEFAULT_JITTER_DELAY, FrameJitterBuffer};
 pub use rate::RateMeter;
+pub use scene_transfer::{SceneDownload, SceneOffer, SceneTransferError, SceneUpload};
 pub use sim::SessionSim;

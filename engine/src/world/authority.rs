@@ -56,7 +56,7 @@ pub enum Verdict {
 
 /// Decides whether an update wins over the receiver's view, per the sample's rules: newer ownership sequence
 /// wins; else newer authority sequence wins; on a tie of both the host's view decides, per the table in
-/// [`tie`]. A guest may only claim its own authority or return an object to default; anything else is rejected.
+/// `tie`. A guest may only claim its own authority or return an object to default; anything else is rejected.
 pub fn judge_update(direction: Direction, local: AuthorityView, update: AuthorityView) -> Verdict {
     if let Direction::GuestToHost { sender } = direction
         && update.authority != sender

@@ -14,7 +14,7 @@ use super::scene::ObjectId;
 use super::{Holder, World};
 
 /// Players a session holds (host included).
-pub const MAX_PLAYERS: usize = 4;
+pub const MAX_PLAYERS: usize = 16;
 
 /// One of an avatar's two hands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -14,10 +14,13 @@ pub mod authority;
 pub mod avatar;
 pub mod convert;
 pub mod drive;
+pub mod events;
 pub mod forces;
 pub mod interaction;
 pub mod priority;
 pub mod scene;
+pub mod scene_file;
+pub mod shape;
 pub mod smoothing;
 #[cfg(test)]
 mod tests;
@@ -36,6 +39,7 @@ use convert::{
     pose_from_rapier, pose_to_rapier, quat_from_array, quat_to_array, vec_from_array,
     vec_from_rapier, vec_to_array, vec_to_rapier,
 };
+use events::EventLog;
 use priority::{HIGH_ENERGY_SPEED, PriorityTimers};
 use scene::{ObjectId, SceneSpec};
 use smoothing::RenderError;
@@ -59,7 +63,7 @@ pub struct UnknownObject(pub ObjectId);
 pub struct WorldConfig {
     /// Fixed steps per second (60 by default).
     pub step_hz: u32,
-    /// The quantization shared with the codec.
+    /// The quantization shared with the codec; [`World::new`] replaces it with the scene's.
     pub quant: QuantConfig,
     /// The player this peer is (0 = host).
     pub local_player: PlayerIndex,
@@ -162,6 +166,8 @@ pub struct World {
     config: WorldConfig,
     frame: u64,
     player_object: Option<ObjectId>,
+    scene: SceneSpec,
+    events: EventLog,
     floor_half_extent: f32,
     scratch: Scratch,
 }
@@ -170,12 +176,15 @@ pub struct World {
 pub const FLOOR_TOP: f32 = 0.0;
 
 impl World {
-    /// Builds a world from a scene. Panics if the scene has more than 65536 objects (ids are `u16`).
-    pub fn new(config: WorldConfig, scene: &SceneSpec) -> Self {
+    /// Builds a world from a scene; the quantization in `config` is replaced by the scene's. The scene should be
+    /// valid ([`SceneSpec::validate`]; files, the builder and scene transfer check it): a shape that is not
+    /// builds as a tiny placeholder or panics. Panics if the scene has more than [`scene::MAX_OBJECTS`] objects.
+    pub fn new(mut config: WorldConfig, scene: &SceneSpec) -> Self {
         assert!(
-            scene.objects.len() <= usize::from(u16::MAX) + 1,
-            "object ids are u16"
+            scene.objects.len() <= scene::MAX_OBJECTS,
+            "too many objects for one scene"
         );
+        config.quant = scene.quant();
         assert!(config.step_hz > 0, "step rate must be positive");
         let mut physics = PhysicsWorld::new();
         physics.integration_parameters.dt = 1.0 / config.step_hz as f32;
@@ -183,37 +192,40 @@ impl World {
             .integration_parameters
             .normalized_max_corrective_velocity = config.max_depenetration_speed;
         physics.integration_parameters.num_solver_iterations = config.solver_iterations;
-        let floor = scene.floor_half_extent;
-        physics.insert(
-            RigidBodyBuilder::fixed().translation(vec_to_rapier(&Vector3::new(0.0, -0.5, 0.0))),
-            ColliderBuilder::cuboid(floor, 0.5, floor).friction(0.8),
-        );
+        for piece in &scene.level {
+            physics.insert(
+                RigidBodyBuilder::fixed().pose(pose_to_rapier(&piece.pose.isometry())),
+                piece
+                    .shape
+                    .collider()
+                    .friction(piece.friction)
+                    .restitution(piece.restitution),
+            );
+        }
         let objects = scene
             .objects
             .iter()
             .enumerate()
             .map(|(id, spec)| {
+                let pose = spec.pose.isometry();
                 let (body, collider) = physics.insert(
                     RigidBodyBuilder::dynamic()
-                        .pose(pose_to_rapier(&spec.pose))
+                        .pose(pose_to_rapier(&pose))
                         .user_data(id as u128)
+                        .angular_damping(spec.material.angular_damping)
                         .can_sleep(!config.at_rest_detection),
-                    ColliderBuilder::cuboid(
-                        spec.half_extents.x,
-                        spec.half_extents.y,
-                        spec.half_extents.z,
-                    )
-                    .density(spec.density)
-                    .friction(0.8)
-                    .restitution(0.0),
+                    ColliderBuilder::new(spec.shape.shared_shape())
+                        .density(spec.material.density)
+                        .friction(spec.material.friction)
+                        .restitution(spec.material.restitution),
                 );
                 Object {
                     body,
                     collider,
-                    half_extents: spec.half_extents,
+                    half_extents: spec.shape.local_half_extents(),
                     rest: RestDetector::default(),
                     at_rest: false,
-                    rest_pose: spec.pose,
+                    rest_pose: pose,
                     authority: Authority::new(),
                     priority: PriorityTimers::default(),
                     render_error: RenderError::default(),
@@ -222,7 +234,7 @@ impl World {
                 }
             })
             .collect();
-        let avatars = std::array::from_fn(|p| AvatarSlot::at(scene.spawns[p]));
+        let avatars = std::array::from_fn(|p| AvatarSlot::at(scene.spawn(p)));
         Self {
             physics,
             objects,
@@ -230,7 +242,9 @@ impl World {
             config,
             frame: 0,
             player_object: scene.player_object,
-            floor_half_extent: scene.floor_half_extent,
+            scene: scene.clone(),
+            events: EventLog::default(),
+            floor_half_extent: scene.floor_half_extent(),
             scratch: Scratch::default(),
         }
     }
@@ -293,6 +307,7 @@ impl World {
                 .authority
                 .tick_rest(local, object.at_rest, object.holder.is_some());
         }
+        self.observe_changes();
         self.frame += 1;
     }
 
@@ -644,9 +659,14 @@ impl World {
         vec_from_rapier(self.physics.bodies[self.objects[usize::from(id)].body].linvel())
     }
 
-    /// Half extents of an object's box.
+    /// Half extents of the box around an object's shape, in the object's frame.
     pub fn half_extents(&self, id: ObjectId) -> Vector3<f32> {
         self.objects[usize::from(id)].half_extents
+    }
+
+    /// The scene this world was built from (shapes, materials, tags, level geometry).
+    pub fn scene(&self) -> &SceneSpec {
+        &self.scene
     }
 
     /// An object's authority bookkeeping.

@@ -92,7 +92,7 @@ fn quantize_both_sides_keeps_states_on_the_grid() {
 fn the_depenetration_cap_limits_how_fast_overlaps_are_pushed_apart() {
     let mut scene = SceneSpec::towers(&[2]);
     // Push the upper cube 10 cm into the lower one.
-    scene.objects[1].pose.translation.vector.y -= 0.1;
+    scene.objects[1].pose.position[1] -= 0.1;
     let fastest_with_cap = |cap: f32| {
         let config = WorldConfig {
             max_depenetration_speed: cap,
@@ -168,8 +168,8 @@ fn grab_rules_and_hand_motion() {
         Err(InteractionError::NoSuchObject(999))
     );
     assert_eq!(
-        world.grab(9, Hand::Right, 1),
-        Err(InteractionError::NoSuchPlayer(9))
+        world.grab(16, Hand::Right, 1),
+        Err(InteractionError::NoSuchPlayer(16))
     );
     // Lift the hand by a metre over half a second: the cube follows.
     for i in 1..=30 {

@@ -94,7 +94,7 @@ fn mb(bytes: Option<u64>) -> f64 {
 }
 
 fn peer_server(plain: bool, stop: Arc<AtomicBool>) -> (SocketAddr, JoinHandle<ServerReport>) {
-    let mut config = HostConfig::new(SceneKind::Table);
+    let mut config = HostConfig::new(SceneKind::Table.spec());
     config.max_players = physync_engine::world::avatar::MAX_PLAYERS as u8;
     let mut host = PeerHost::new(config).expect("valid host config");
     let mut driver = if plain {

@@ -118,7 +118,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let wall = Instant::now();
     let jitter_delay = Duration::from_millis(args.jitter_delay_ms);
-    let mut config = HostConfig::new(SceneKind::Table);
+    let mut config = HostConfig::new(SceneKind::Table.spec());
     config.jitter_delay = jitter_delay;
     let host = PeerHost::new(config)?;
     let link = LinkConfig::from_rtt(

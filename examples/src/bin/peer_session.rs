@@ -8,11 +8,13 @@
 //! object unsent across a large part of the 16-bit sequence space) and whether anything was dropped.
 //!
 //! `cargo run --release -p physync-examples --bin peer_session -- --players 4 --seconds 60 --rtt-ms 250
-//! --jitter-ms 50 --loss 0.05 --json`
+//! --jitter-ms 50 --loss 0.05 --json`; `--scene-file examples/scenes/playground.ron` hosts a scene file (every
+//! guest downloads it at join), `--players` goes up to 16.
 //!
 //! `cargo run --release -p physync-examples --bin peer_session -- --minutes 30 --hold-minutes 12
 //! --idle-minutes 12 --json`
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
@@ -21,6 +23,7 @@ use physync_engine::session::{PlayerControls, SessionSim, divergence};
 use physync_engine::transport::{LinkConfig, TrafficCounters};
 use physync_engine::world::avatar::Hand;
 use physync_engine::world::scene::SceneKind;
+use physync_engine::world::scene_file::load_scene;
 use physync_guest::bots::{Bot, BotKind, LongHaul};
 use physync_guest::{GuestConfig, PeerGuest};
 use physync_host::{HostConfig, PeerHost};
@@ -31,7 +34,7 @@ use serde::Serialize;
 /// Runs a bot-driven peer session on the in-memory network and reports traffic and convergence.
 #[derive(Debug, Parser)]
 struct Args {
-    /// Players, the host included (2..=4).
+    /// Players, the host included (2..=16).
     #[arg(long, default_value_t = 4)]
     players: u8,
     /// Seconds of play.
@@ -70,6 +73,9 @@ struct Args {
     /// Scene: table, katamari or tower.
     #[arg(long, default_value = "table")]
     scene: SceneKind,
+    /// A scene file (RON) to host instead of a named scene.
+    #[arg(long, conflicts_with = "scene")]
+    scene_file: Option<PathBuf>,
     /// Seed of the network, the nonces and the bots.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -80,7 +86,10 @@ struct Args {
 
 #[derive(Debug, Serialize)]
 struct Report {
+    scene: String,
+    objects: usize,
     players: u8,
+    players_joined: usize,
     seconds: f64,
     rtt_ms: u64,
     jitter_ms: u64,
@@ -130,7 +139,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.seconds = minutes * 60.0;
     }
     let wall = Instant::now();
-    let mut config = HostConfig::new(args.scene);
+    let scene = match &args.scene_file {
+        Some(path) => load_scene(path)?,
+        None => args.scene.spec(),
+    };
+    let mut config = HostConfig::new(scene);
     config.max_players = args.players;
     config.link.bytes_per_second = args.budget_kbps * 1000 / 8;
     let host = PeerHost::new(config)?;
@@ -233,7 +246,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let guest_dropped: u64 = sim.guests().map(|(_, g)| g.drops().malformed).sum();
     let all_bots = bots.iter().chain(host_bot.iter());
     let report = Report {
+        scene: host_world.scene().name.clone(),
+        objects: host_world.object_count(),
         players: args.players,
+        players_joined: joined + 1,
         seconds: args.seconds,
         rtt_ms: args.rtt_ms,
         jitter_ms: args.jitter_ms,

@@ -111,7 +111,7 @@ fn link() -> LinkConfig {
 
 fn peer_soak(minutes: f64, seed: u64) -> RunReport {
     let started = Instant::now();
-    let host = PeerHost::new(HostConfig::new(SceneKind::Table)).expect("table host");
+    let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).expect("table host");
     let mut sim = SessionSim::new_secure(host, link(), seed, None).expect("link");
     let mut bots = Vec::new();
     let mut live_guests: Vec<usize> = Vec::new();

@@ -20,6 +20,8 @@ pub struct GuestConfig {
     pub version: u16,
     /// A join request is re-sent this often until answered (a lost reliable message may stay lost for long).
     pub join_retry: Duration,
+    /// While the scene downloads, chunks still missing this long after a request are asked for again.
+    pub scene_retry: Duration,
     /// How often a keep-alive goes to the host on the reliable channel.
     pub keepalive_interval: Duration,
     /// A host not heard from for this long (or a join not answered) ends the session.
@@ -34,7 +36,7 @@ pub struct GuestConfig {
 }
 
 impl GuestConfig {
-    /// Defaults for joining `host`: retry every 500 ms, keep-alives every 250 ms, 5 s timeout, 100 ms jitter
+    /// Defaults for joining `host`: retry every 500 ms, scene chunks asked again after 100 ms, keep-alives every 250 ms, 5 s timeout, 100 ms jitter
     /// buffer, 256 kbps up.
     pub fn new(host: SocketAddr, nonce: u64) -> Self {
         Self {
@@ -43,6 +45,7 @@ impl GuestConfig {
             protocol_id: PEER_PROTOCOL_ID,
             version: PEER_PROTOCOL_VERSION,
             join_retry: Duration::from_millis(500),
+            scene_retry: Duration::from_millis(100),
             keepalive_interval: Duration::from_millis(250),
             timeout: Duration::from_secs(5),
             jitter_delay: DEFAULT_JITTER_DELAY,

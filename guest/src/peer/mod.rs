@@ -3,7 +3,7 @@
 //!
 //! Drive it like the host: [`PeerGuest::handle_datagram`], [`PeerGuest::handle_timeout`] when
 //! [`PeerGuest::poll_timeout`] comes due, and send what [`PeerGuest::poll_transmit`] hands out. Once joined,
-//! [`PeerGuest::session_mut`] gives the [`GuestSession`], which takes local input through [`PlayerControls`].
+//! [`PeerGuest::session_mut`] gives the [`GuestSession`], which takes local input through [`PlayerControls`](physync_engine::session::PlayerControls).
 
 mod config;
 mod session;
@@ -17,11 +17,16 @@ use std::time::Duration;
 
 use physync_codec::CodecError;
 use physync_engine::link::LinkError;
+use physync_engine::session::scene_transfer::{
+    MAX_REQUESTED_CHUNKS, TransferMessage, decode_transfer, encode_transfer, is_transfer,
+};
 use physync_engine::session::{
-    ControlError, ControlMessage, RejectReason, SessionCore, decode_control, encode_control,
+    ControlError, ControlMessage, RejectReason, SceneDownload, SceneSetup, SceneTransferError,
+    SessionCore, decode_control, encode_control,
 };
 use physync_engine::transport::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, Transmit};
 use physync_engine::world::World;
+use physync_engine::world::authority::PlayerIndex;
 
 pub use config::GuestConfig;
 pub use session::GuestSession;
@@ -38,12 +43,26 @@ pub enum EndReason {
     HostLeft,
     /// This guest left.
     Left,
+    /// The host's scene was refused: oversized, a chunk that does not fit, a content hash that does not match,
+    /// or not a valid scene.
+    BadScene(SceneTransferError),
+}
+
+/// An accepted join whose scene is still arriving.
+struct PendingJoin {
+    player: PlayerIndex,
+    setup: SceneSetup,
+    download: SceneDownload,
+    next_request: Duration,
+    outstanding: usize,
+    /// The host's latest roster, sent while the scene downloads; the session starts from it.
+    roster: Option<u16>,
 }
 
 /// Where a guest is in its session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GuestPhase {
-    /// Sending join requests.
+    /// Sending join requests, then (once accepted) downloading the host's scene.
     Joining,
     /// In the session.
     Joined,
@@ -62,6 +81,7 @@ pub struct PeerGuest {
     last_heard: Duration,
     next_keepalive: Duration,
     session: Option<GuestSession>,
+    pending: Option<PendingJoin>,
     drops: GuestDrops,
 }
 
@@ -78,6 +98,7 @@ impl PeerGuest {
             last_heard: Duration::ZERO,
             next_keepalive: Duration::ZERO,
             session: None,
+            pending: None,
             drops: GuestDrops::default(),
         }
     }
@@ -98,6 +119,11 @@ impl PeerGuest {
             GuestPhase::Ended(r) => Some(r),
             _ => None,
         }
+    }
+
+    /// Scene chunks held and chunks in all, while the accepted guest downloads the host's scene.
+    pub fn scene_progress(&self) -> Option<(usize, usize)> {
+        self.pending.as_ref().map(|p| p.download.progress())
     }
 
     /// The session, once joined (kept after the end for a last look).
@@ -176,18 +202,24 @@ impl PeerGuest {
             } => {
                 if nonce != self.config.nonce {
                     self.drops.malformed += 1;
-                } else if self.phase == GuestPhase::Joining {
-                    match GuestSession::new(&self.config, player, setup, now) {
-                        Ok(session) => {
-                            tracing::info!(player, scene = %setup.scene, "joined");
-                            self.session = Some(session);
-                            self.phase = GuestPhase::Joined;
-                            self.next_keepalive = now;
+                } else if self.phase == GuestPhase::Joining && self.pending.is_none() {
+                    match SceneDownload::new(setup.scene) {
+                        Ok(download) => {
+                            tracing::info!(
+                                player,
+                                bytes = setup.scene.len,
+                                "accepted; fetching the scene"
+                            );
+                            self.pending = Some(PendingJoin {
+                                player,
+                                setup,
+                                download,
+                                next_request: now,
+                                outstanding: 0,
+                                roster: None,
+                            });
                         }
-                        Err(e) => {
-                            tracing::warn!(%e, "host's setup refused");
-                            self.drops.malformed += 1;
-                        }
+                        Err(e) => self.refuse_scene(e),
                     }
                 }
             }
@@ -207,15 +239,81 @@ impl PeerGuest {
             ControlMessage::Roster { players } => {
                 if let Some(s) = &mut self.session {
                     s.set_roster(players);
+                } else if let Some(p) = &mut self.pending {
+                    p.roster = Some(players);
                 }
             }
             ControlMessage::JoinRequest { .. } => self.drops.malformed += 1,
         }
     }
 
+    fn refuse_scene(&mut self, e: SceneTransferError) {
+        tracing::warn!(%e, "host's scene refused");
+        self.pending = None;
+        self.phase = GuestPhase::Ended(EndReason::BadScene(e));
+    }
+
+    /// A scene chunk: stored; the last one builds the world and joins the session. Chunks after the join (late
+    /// duplicates) are ignored.
+    fn handle_transfer(&mut self, now: Duration, bytes: &[u8]) {
+        let Some(pending) = &mut self.pending else {
+            return;
+        };
+        let (index, chunk) = match decode_transfer(bytes) {
+            Ok(TransferMessage::Chunk { index, bytes }) => (index, bytes),
+            Ok(TransferMessage::Request { .. }) => {
+                self.drops.malformed += 1;
+                return;
+            }
+            Err(_) => return self.refuse_scene(SceneTransferError::Malformed),
+        };
+        self.last_heard = now;
+        if let Err(e) = pending.download.insert(index, chunk) {
+            return self.refuse_scene(e);
+        }
+        pending.outstanding = pending.outstanding.saturating_sub(1);
+        if pending.outstanding == 0 {
+            pending.next_request = now;
+        }
+        match pending.download.finish() {
+            None => {}
+            Some(Err(e)) => self.refuse_scene(e),
+            Some(Ok(scene)) => {
+                let Some(PendingJoin {
+                    player,
+                    setup,
+                    roster,
+                    ..
+                }) = self.pending.take()
+                else {
+                    return;
+                };
+                match GuestSession::new(&self.config, player, setup, scene, now) {
+                    Ok(mut session) => {
+                        if let Some(players) = roster {
+                            session.set_roster(players);
+                        }
+                        tracing::info!(player, scene = %session.world().scene().name, "joined");
+                        self.session = Some(session);
+                        self.phase = GuestPhase::Joined;
+                        self.next_keepalive = now;
+                    }
+                    Err(e) => {
+                        tracing::warn!(%e, "host's setup refused");
+                        self.drops.malformed += 1;
+                    }
+                }
+            }
+        }
+    }
+
     fn handle_state(&mut self, now: Duration, bytes: &[u8]) {
         if bytes.len() > MAX_DATAGRAM_PAYLOAD {
             self.drops.oversized += 1;
+            return;
+        }
+        if is_transfer(bytes) {
+            self.handle_transfer(now, bytes);
             return;
         }
         let Some(session) = self
@@ -245,10 +343,10 @@ impl PeerGuest {
     /// once joined, never once ended.
     pub fn poll_timeout(&self) -> Option<Duration> {
         match self.phase {
-            GuestPhase::Joining => Some(if self.started.is_none() {
-                self.now
-            } else {
-                self.next_join
+            GuestPhase::Joining => Some(match (&self.pending, self.started) {
+                (Some(p), _) => p.next_request,
+                (None, None) => self.now,
+                (None, Some(_)) => self.next_join,
             }),
             GuestPhase::Joined => self.session.as_ref().map(|s| s.next_step()),
             GuestPhase::Ended(_) => None,
@@ -262,6 +360,27 @@ impl PeerGuest {
         let started = *self.started.get_or_insert(now);
         match self.phase {
             GuestPhase::Joining => {
+                if let Some(p) = &mut self.pending {
+                    if now.saturating_sub(self.last_heard) > self.config.timeout {
+                        tracing::info!("host timed out during the scene download");
+                        self.phase = GuestPhase::Ended(EndReason::Timeout);
+                        return;
+                    }
+                    if now >= p.next_request {
+                        let chunks = p.download.missing(MAX_REQUESTED_CHUNKS);
+                        p.outstanding = chunks.len();
+                        p.next_request = now + self.config.scene_retry;
+                        match encode_transfer(&TransferMessage::Request { chunks }) {
+                            Ok(payload) => self.outbox.push_back(Transmit {
+                                to: self.config.host,
+                                delivery: Delivery::Unreliable,
+                                payload,
+                            }),
+                            Err(e) => tracing::error!(%e, "scene request not encoded"),
+                        }
+                    }
+                    return;
+                }
                 if now.saturating_sub(started) > self.config.timeout {
                     self.phase = GuestPhase::Ended(EndReason::Timeout);
                     return;

@@ -9,6 +9,7 @@ use physync_engine::session::{FrameJitterBuffer, PlayerControls, RateMeter, Scen
 use physync_engine::world::World;
 use physync_engine::world::authority::{Direction, PlayerIndex, Verdict};
 use physync_engine::world::avatar::{Hand, MAX_PLAYERS};
+use physync_engine::world::scene::SceneSpec;
 
 use super::config::GuestConfig;
 use super::stats::{GuestCounters, GuestLinkReport};
@@ -23,7 +24,7 @@ pub struct GuestSession {
     world: World,
     link: StateLink,
     jitter: FrameJitterBuffer,
-    roster: u8,
+    roster: u16,
     /// Per-frame buffers, reused: object updates due, wire states, priorities, remote avatars.
     due: Vec<(u16, ObjectState)>,
     states: Vec<ObjectState>,
@@ -42,6 +43,7 @@ impl GuestSession {
         config: &GuestConfig,
         player: PlayerIndex,
         setup: SceneSetup,
+        scene: SceneSpec,
         now: Duration,
     ) -> Result<Self, LinkError> {
         let world_config = physync_engine::world::WorldConfig {
@@ -49,7 +51,8 @@ impl GuestSession {
             local_player: player,
             ..config.world
         };
-        let world = World::new(world_config, &setup.scene.spec());
+        let world = World::new(world_config, &scene);
+        let world_config = *world.config();
         let mut link = config.link;
         link.codec.max_objects = world.object_count() as u16;
         link.state.quant = world_config.quant;
@@ -93,7 +96,7 @@ impl GuestSession {
     }
 
     /// Players in the session, bit `i` for player `i` (the host's latest roster).
-    pub fn roster(&self) -> u8 {
+    pub fn roster(&self) -> u16 {
         self.roster
     }
 
@@ -148,7 +151,7 @@ impl GuestSession {
 
     /// Takes the host's roster: players gone drop what they held (the host's updates follow with the objects'
     /// new authority) and leave the jitter buffer.
-    pub(crate) fn set_roster(&mut self, players: u8) {
+    pub(crate) fn set_roster(&mut self, players: u16) {
         let gone = self.roster & !players;
         for p in 0..MAX_PLAYERS as u8 {
             if gone & (1 << p) != 0 && p != self.player {

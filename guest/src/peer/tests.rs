@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use physync_engine::session::SceneUpload;
+use physync_engine::session::scene_transfer::{TransferMessage, decode_transfer, encode_transfer};
 use physync_engine::session::{
     ControlMessage, PEER_PROTOCOL_ID, PEER_PROTOCOL_VERSION, RejectReason, SceneSetup,
     decode_control, encode_control,
@@ -37,16 +39,34 @@ fn sent(g: &mut PeerGuest) -> Vec<ControlMessage> {
     out
 }
 
+fn upload() -> SceneUpload {
+    SceneUpload::new(&SceneKind::Table.spec()).unwrap()
+}
+
 fn accept(nonce: u64) -> ControlMessage {
     ControlMessage::Accept {
         nonce,
         player: 2,
         setup: SceneSetup {
-            scene: SceneKind::Table,
+            scene: upload().offer(),
             max_players: 4,
             step_hz: 60,
             send_hz: 60,
         },
+    }
+}
+
+/// The host's chunk datagrams for the table scene.
+fn chunks() -> Vec<Vec<u8>> {
+    let all: Vec<u16> = (0..upload().offer().chunk_count() as u16).collect();
+    all.chunks(16).flat_map(|c| upload().answer(c)).collect()
+}
+
+/// Accepts the guest and hands it the whole scene.
+fn join(g: &mut PeerGuest, now: Duration, nonce: u64) {
+    from_host(g, now, accept(nonce));
+    for chunk in chunks() {
+        g.handle_datagram(now, host(), Delivery::Unreliable, &chunk);
     }
 }
 
@@ -73,6 +93,24 @@ fn join_is_retried_until_accepted_then_the_guest_plays() {
     from_host(&mut g, ms(1250), accept(7));
     assert_eq!(g.phase(), GuestPhase::Joining);
     from_host(&mut g, ms(1300), accept(42));
+    assert_eq!(g.phase(), GuestPhase::Joining, "the scene is still to come");
+    // The guest asks for the chunks it lacks; the host's answers complete the scene.
+    g.handle_timeout(ms(1300));
+    let requests: Vec<Vec<u8>> = std::iter::from_fn(|| g.poll_transmit())
+        .filter(|t| t.delivery == Delivery::Unreliable)
+        .map(|t| t.payload)
+        .collect();
+    assert_eq!(requests.len(), 1);
+    let Ok(TransferMessage::Request { chunks: asked }) = decode_transfer(&requests[0]) else {
+        panic!("not a scene request");
+    };
+    assert_eq!(asked.len(), upload().offer().chunk_count().min(16));
+    for chunk in upload().answer(&asked) {
+        g.handle_datagram(ms(1300), host(), Delivery::Unreliable, &chunk);
+    }
+    for chunk in chunks() {
+        g.handle_datagram(ms(1300), host(), Delivery::Unreliable, &chunk);
+    }
     assert_eq!(g.phase(), GuestPhase::Joined);
     let s = g.session().unwrap();
     assert_eq!(s.player(), 2);
@@ -105,13 +143,13 @@ fn refusals_and_endings_are_reported() {
 
     let mut g = PeerGuest::new(GuestConfig::new(host(), 1));
     g.handle_timeout(Duration::ZERO);
-    from_host(&mut g, ms(10), accept(1));
+    join(&mut g, ms(10), 1);
     from_host(&mut g, ms(20), ControlMessage::Leave);
     assert_eq!(g.end_reason(), Some(EndReason::HostLeft));
 
     let mut g = PeerGuest::new(GuestConfig::new(host(), 1));
     g.handle_timeout(Duration::ZERO);
-    from_host(&mut g, ms(10), accept(1));
+    join(&mut g, ms(10), 1);
     let mut t = 10;
     while g.end_reason().is_none() {
         t += 100;
@@ -127,7 +165,7 @@ fn refusals_and_endings_are_reported() {
 
     let mut g = PeerGuest::new(GuestConfig::new(host(), 1));
     g.handle_timeout(Duration::ZERO);
-    from_host(&mut g, ms(10), accept(1));
+    join(&mut g, ms(10), 1);
     sent(&mut g);
     g.leave();
     assert_eq!(sent(&mut g), vec![ControlMessage::Leave]);
@@ -144,7 +182,7 @@ fn stray_and_broken_datagrams_are_counted() {
     let other = encode_control(0x4242, &ControlMessage::KeepAlive).unwrap();
     g.handle_datagram(ms(1), host(), Delivery::ReliableOrdered, &other);
     g.handle_datagram(ms(1), host(), Delivery::ReliableOrdered, &[0; 64]);
-    from_host(&mut g, ms(2), accept(1));
+    join(&mut g, ms(2), 1);
     g.handle_datagram(ms(3), host(), Delivery::Unreliable, &[0x50, 0x53, 1, 0]);
     g.handle_datagram(ms(3), host(), Delivery::Unreliable, &[0; 1300]);
     from_host(
@@ -166,4 +204,71 @@ fn stray_and_broken_datagrams_are_counted() {
         }
     );
     assert_eq!(g.phase(), GuestPhase::Joined);
+}
+
+/// A wrong content hash or a truncated chunk stops the guest with the reason, before any world is built.
+#[test]
+fn a_bad_scene_stops_the_guest_with_a_clear_error() {
+    let mut g = PeerGuest::new(GuestConfig::new(host(), 1));
+    g.handle_timeout(Duration::ZERO);
+    let mut wrong = accept(1);
+    if let ControlMessage::Accept { setup, .. } = &mut wrong {
+        setup.scene.hash ^= 0xFF;
+    }
+    from_host(&mut g, ms(10), wrong);
+    for chunk in chunks() {
+        g.handle_datagram(ms(20), host(), Delivery::Unreliable, &chunk);
+    }
+    let Some(EndReason::BadScene(e)) = g.end_reason() else {
+        panic!("not refused: {:?}", g.phase());
+    };
+    assert!(matches!(e, SceneTransferError::HashMismatch { .. }));
+    assert!(e.to_string().contains("does not match"), "{e}");
+    assert!(g.world().is_none());
+    assert_eq!(g.poll_timeout(), None);
+
+    let mut g = PeerGuest::new(GuestConfig::new(host(), 1));
+    g.handle_timeout(Duration::ZERO);
+    from_host(&mut g, ms(10), accept(1));
+    let Ok(TransferMessage::Chunk { index, mut bytes }) = decode_transfer(&chunks()[0]) else {
+        panic!("not a chunk");
+    };
+    bytes.truncate(bytes.len() / 2);
+    let cut = encode_transfer(&TransferMessage::Chunk { index, bytes }).unwrap();
+    g.handle_datagram(ms(20), host(), Delivery::Unreliable, &cut);
+    assert!(matches!(
+        g.end_reason(),
+        Some(EndReason::BadScene(SceneTransferError::ChunkLength {
+            index: 0,
+            ..
+        }))
+    ));
+
+    let mut g = PeerGuest::new(GuestConfig::new(host(), 1));
+    g.handle_timeout(Duration::ZERO);
+    let mut huge = accept(1);
+    if let ControlMessage::Accept { setup, .. } = &mut huge {
+        setup.scene.len = u32::MAX;
+    }
+    // An offer past the control message's bound does not even encode; one at the bound is refused as too large.
+    assert!(encode_control(PEER_PROTOCOL_ID, &huge).is_err());
+    if let ControlMessage::Accept { setup, .. } = &mut huge {
+        setup.scene.len = physync_engine::session::scene_transfer::MAX_SCENE_BYTES as u32;
+    }
+    from_host(&mut g, ms(10), huge);
+    assert_eq!(g.phase(), GuestPhase::Joining, "a 1 MiB scene is allowed");
+}
+
+#[test]
+fn a_roster_sent_while_the_scene_downloads_is_the_sessions_roster() {
+    let mut g = PeerGuest::new(GuestConfig::new(host(), 42));
+    g.handle_timeout(ms(0));
+    from_host(&mut g, ms(10), accept(42));
+    // The host announces players 1 and 3 (and this guest, 2) before the scene is complete.
+    from_host(&mut g, ms(20), ControlMessage::Roster { players: 0b1111 });
+    for chunk in chunks() {
+        g.handle_datagram(ms(30), host(), Delivery::Unreliable, &chunk);
+    }
+    assert_eq!(g.phase(), GuestPhase::Joined);
+    assert_eq!(g.session().unwrap().players(), vec![0, 1, 2, 3]);
 }

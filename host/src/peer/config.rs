@@ -7,8 +7,7 @@ use physync_codec::QuantConfig;
 use physync_engine::link::LinkSettings;
 use physync_engine::session::{DEFAULT_JITTER_DELAY, PEER_PROTOCOL_ID, PEER_PROTOCOL_VERSION};
 use physync_engine::world::WorldConfig;
-use physync_engine::world::avatar::MAX_PLAYERS;
-use physync_engine::world::scene::SceneKind;
+use physync_engine::world::scene::SceneSpec;
 
 /// The box objects must stay in; a guest update placing one outside is refused and counted. Generous around
 /// the scene's floor: thrown cubes fly, and may fall off the edge, but never this far.
@@ -30,18 +29,42 @@ impl WorldBounds {
         }
     }
 
+    /// The square around the scene's level geometry widened by 5 m, from 2 m below y = 0 to 30 m above the
+    /// level's highest point (for a flat floor: [`WorldBounds::around_floor`]), never beyond the quantization box.
+    pub fn around_scene(scene: &SceneSpec) -> Self {
+        let h = scene.floor_half_extent() + 5.0;
+        let (_, top) = scene.level_bounds();
+        let q = scene.quantization;
+        Self {
+            min: [
+                (-h).max(q.min[0]),
+                (-2.0f32).max(q.min[1]),
+                (-h).max(q.min[2]),
+            ],
+            max: [
+                h.min(q.max[0]),
+                (top.y.max(0.0) + 30.0).min(q.max[1]),
+                h.min(q.max[2]),
+            ],
+        }
+    }
+
     /// Whether a position lies inside.
     pub fn contains(&self, p: [f32; 3]) -> bool {
         (0..3).all(|i| p[i] >= self.min[i] && p[i] <= self.max[i])
     }
 }
 
+/// Players a host admits unless configured otherwise (the host included); up to
+/// [`physync_engine::world::avatar::MAX_PLAYERS`].
+pub const DEFAULT_PLAYERS: u8 = 4;
+
 /// Everything a [`super::PeerHost`] is configured with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostConfig {
-    /// The scene every player builds.
-    pub scene: SceneKind,
-    /// Players admitted, the host included (2..=4; 4 by default).
+    /// The scene every player builds; guests download it at join.
+    pub scene: SceneSpec,
+    /// Players admitted, the host included (2..=16; 4 by default).
     pub max_players: u8,
     /// The simulation (its `local_player` is forced to 0, the host).
     pub world: WorldConfig,
@@ -58,7 +81,7 @@ pub struct HostConfig {
     pub timeout: Duration,
     /// Addresses refused with [`physync_engine::session::RejectReason::Banned`].
     pub banned: Vec<IpAddr>,
-    /// Where objects may be; `None` derives it from the scene's floor.
+    /// Where objects may be; `None` derives it from the scene's level ([`WorldBounds::around_scene`]).
     pub bounds: Option<WorldBounds>,
     /// Frames a corrected object stays at top priority on the link to the guest being corrected.
     pub correction_frames: u32,
@@ -99,10 +122,10 @@ impl Default for Plausibility {
 impl HostConfig {
     /// Defaults for `scene`: 4 players, 60 Hz steps and sends, 256 kbps per link, keep-alives every 250 ms, a
     /// 5 s timeout.
-    pub fn new(scene: SceneKind) -> Self {
+    pub fn new(scene: SceneSpec) -> Self {
         Self {
             scene,
-            max_players: MAX_PLAYERS as u8,
+            max_players: DEFAULT_PLAYERS,
             world: WorldConfig::default(),
             link: LinkSettings::default(),
             protocol_id: PEER_PROTOCOL_ID,
@@ -117,8 +140,8 @@ impl HostConfig {
         }
     }
 
-    /// The quantization shared by world and links.
+    /// The quantization shared by world and links: the scene's.
     pub fn quant(&self) -> QuantConfig {
-        self.world.quant
+        self.scene.quant()
     }
 }

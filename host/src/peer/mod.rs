@@ -20,17 +20,18 @@ use std::time::Duration;
 use nalgebra::Vector3;
 use physync_codec::{BodyState, CodecError, ObjectState, seq_newer};
 use physync_engine::link::{LinkError, LinkSettings, Outgoing, StateLink, TimedAvatar};
+use physync_engine::session::scene_transfer::{TransferMessage, decode_transfer, is_transfer};
 use physync_engine::session::{
     ControlError, ControlMessage, FrameJitterBuffer, PlayerControls, RateMeter, RejectReason,
-    SceneSetup, SessionCore, decode_control, encode_control,
+    SceneSetup, SceneTransferError, SceneUpload, SessionCore, decode_control, encode_control,
 };
 use physync_engine::transport::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, Transmit};
 use physync_engine::world::World;
 use physync_engine::world::authority::{DEFAULT_AUTHORITY, Direction, PlayerIndex, Verdict};
 use physync_engine::world::avatar::{Hand, MAX_PLAYERS};
-use physync_engine::world::scene::ObjectId;
+use physync_engine::world::scene::{ObjectId, SceneError};
 
-pub use config::{HostConfig, Plausibility, WorldBounds};
+pub use config::{DEFAULT_PLAYERS, HostConfig, Plausibility, WorldBounds};
 pub use stats::{BadUpdates, DropCounters, GuestReport, HostCounters};
 pub use validate::{MAX_AUTHORITY_LEAD, MAX_OWNERSHIP_LEAD};
 
@@ -71,6 +72,7 @@ pub struct PlayerInfo {
 pub struct PeerHost {
     config: HostConfig,
     setup: SceneSetup,
+    upload: SceneUpload,
     bounds: WorldBounds,
     link_settings: LinkSettings,
     world: World,
@@ -93,9 +95,15 @@ pub struct PeerHost {
 /// Why a host could not be built.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum HostError {
-    /// The player count is outside 2..=4.
+    /// The player count is outside 2..=16.
     #[error("max_players must be 2..={MAX_PLAYERS}, got {0}")]
     Players(u8),
+    /// The scene is invalid.
+    #[error("scene: {0}")]
+    Scene(#[from] SceneError),
+    /// The scene cannot be sent to guests (too large).
+    #[error("scene: {0}")]
+    SceneTransfer(#[from] SceneTransferError),
     /// The link settings are invalid.
     #[error(transparent)]
     Link(#[from] LinkError),
@@ -115,17 +123,20 @@ impl PeerHost {
             return Err(HostError::Rate);
         }
         config.world.local_player = DEFAULT_AUTHORITY;
-        let spec = config.scene.spec();
-        let world = World::new(config.world, &spec);
+        let spec = &config.scene;
+        spec.validate()?;
+        let upload = SceneUpload::new(spec)?;
+        config.world.quant = spec.quant();
+        let world = World::new(config.world, spec);
         let mut link_settings = config.link;
         link_settings.codec.max_objects = world.object_count() as u16;
         link_settings.state.quant = config.world.quant;
         StateLink::new(link_settings)?;
         let bounds = config
             .bounds
-            .unwrap_or_else(|| WorldBounds::around_floor(spec.floor_half_extent));
+            .unwrap_or_else(|| WorldBounds::around_scene(spec));
         let setup = SceneSetup {
-            scene: config.scene,
+            scene: upload.offer(),
             max_players: config.max_players,
             step_hz: config.world.step_hz as u16,
             send_hz: config.link.send_hz as u16,
@@ -136,8 +147,9 @@ impl PeerHost {
             .objects
             .iter()
             .map(|o| {
-                let p = o.pose.translation.vector + Vector3::y() * RESPAWN_DROP;
-                let q = o.pose.rotation;
+                let pose = o.pose.isometry();
+                let p = pose.translation.vector + Vector3::y() * RESPAWN_DROP;
+                let q = pose.rotation;
                 BodyState::quantize(
                     &quant,
                     [p.x, p.y, p.z],
@@ -151,6 +163,7 @@ impl PeerHost {
         Ok(Self {
             config,
             setup,
+            upload,
             bounds,
             link_settings,
             world,
@@ -393,10 +406,10 @@ impl PeerHost {
         self.broadcast_roster();
     }
 
-    fn roster_mask(&self) -> u8 {
+    fn roster_mask(&self) -> u16 {
         self.guests
             .values()
-            .fold(1u8 << DEFAULT_AUTHORITY, |m, g| m | (1 << g.player))
+            .fold(1u16 << DEFAULT_AUTHORITY, |m, g| m | (1 << g.player))
     }
 
     fn broadcast_roster(&mut self) {
@@ -460,6 +473,10 @@ impl PeerHost {
             return;
         };
         guest.down.record(now, bytes.len());
+        if is_transfer(bytes) {
+            self.handle_transfer(now, from, bytes);
+            return;
+        }
         let update = match guest.link.receive(now, bytes) {
             Ok(update) => update,
             Err(e) => {
@@ -595,6 +612,32 @@ impl PeerHost {
             != Ok(Verdict::Accept)
         {
             tracing::warn!(id, sender, "implausible object not taken back");
+        }
+    }
+
+    /// A joined guest asks for scene chunks: each one asked for goes back in its own datagram.
+    fn handle_transfer(&mut self, now: Duration, from: SocketAddr, bytes: &[u8]) {
+        let chunks = match decode_transfer(bytes) {
+            Ok(TransferMessage::Request { chunks }) => chunks,
+            Ok(TransferMessage::Chunk { .. }) | Err(_) => {
+                self.counters.drops.malformed += 1;
+                return;
+            }
+        };
+        let answers = self.upload.answer(&chunks);
+        if let Some(g) = self.guests.get_mut(&from) {
+            g.last_heard = now;
+            for payload in &answers {
+                g.up.record(now, payload.len());
+            }
+        }
+        for payload in answers {
+            self.up.record(now, payload.len());
+            self.outbox.push_back(Transmit {
+                to: from,
+                delivery: Delivery::Unreliable,
+                payload,
+            });
         }
     }
 

@@ -38,7 +38,7 @@ fn answers(host: &mut PeerHost, to: SocketAddr) -> Vec<ControlMessage> {
 }
 
 fn host(players: u8) -> PeerHost {
-    let mut config = HostConfig::new(SceneKind::Table);
+    let mut config = HostConfig::new(SceneKind::Table.spec());
     config.max_players = players;
     config.banned = vec![addr(66).ip()];
     PeerHost::new(config).unwrap()
