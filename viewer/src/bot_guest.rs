@@ -3,7 +3,6 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use physync_engine::session::PlayerControls;
 use physync_engine::session::udp::{bind_peer_guest, pump_udp};
 use physync_engine::transport::{DriverConfig, LaminarDriver, TransportError};
 use physync_guest::bots::{Bot, BotKind};
@@ -59,9 +58,10 @@ impl BotGuest {
         self.bot.kind()
     }
 
-    /// Its player index, once the host let it in.
+    /// Its player index, once the host let it in (already while it downloads the scene, so it shows as a bot from
+    /// the moment the host counts it).
     pub fn player(&self) -> Option<PlayerId> {
-        self.core.session().map(PlayerControls::player)
+        self.core.player()
     }
 
     /// Why its session ended, once it has.

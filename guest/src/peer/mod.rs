@@ -126,6 +126,15 @@ impl PeerGuest {
         self.pending.as_ref().map(|p| p.download.progress())
     }
 
+    /// The player index the host gave this guest, from its accept on (while the scene still downloads too).
+    pub fn player(&self) -> Option<PlayerIndex> {
+        match (&self.pending, &self.session) {
+            (Some(p), _) => Some(p.player),
+            (None, Some(s)) => Some(s.player()),
+            (None, None) => None,
+        }
+    }
+
     /// The session, once joined (kept after the end for a last look).
     pub fn session(&self) -> Option<&GuestSession> {
         self.session.as_ref()
