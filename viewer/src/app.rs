@@ -26,7 +26,7 @@ enum Screen {
 /// Frames drawn before the screenshot is requested, so layout and fonts have settled.
 const SCREENSHOT_AFTER_FRAMES: u32 = 5;
 /// Seconds after which a screenshot that never came right counts as failed.
-const SCREENSHOT_GIVE_UP: Duration = Duration::from_secs(60);
+const SCREENSHOT_GIVE_UP: Duration = Duration::from_secs(120);
 /// Frames a fresh attempt waits after a captured frame failed its check (a cube in flight hid a colour).
 const SCREENSHOT_RETRY_FRAMES: u32 = 20;
 
