@@ -70,7 +70,7 @@ struct OutgoingConditioner {
     links: BTreeMap<SocketAddr, LinkConditioner>,
 }
 
-/// One laminar [`Socket`], driven explicitly: [`send`](Self::send) hands it datagrams, [`pump`](Self::pump) moves
+/// One laminar `Socket`, driven explicitly: [`send`](Self::send) hands it datagrams, [`pump`](Self::pump) moves
 /// traffic, [`poll_event`](Self::poll_event) hands out what arrived.
 ///
 /// [`Delivery::Unreliable`] maps to laminar's unreliable packets and [`Delivery::ReliableOrdered`] to its

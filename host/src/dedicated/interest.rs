@@ -40,7 +40,7 @@ fn sight_points(world: &ShooterWorld, feet: &Point3<f32>, eye: &Point3<f32>) -> 
 }
 
 /// Who sees whom now: a pair sees each other when, within reach, either one's eye has a clear line to any of the
-/// other's [`sight_points`] through the static arena.
+/// other's `sight_points` through the static arena.
 pub fn visibility(world: &ShooterWorld) -> Visibility {
     let mut seen = [[false; MAX_SLOTS]; MAX_SLOTS];
     let rules = world.rules();
