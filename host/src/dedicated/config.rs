@@ -9,8 +9,9 @@ use physync_engine::shooter::input_buffer::InputBufferConfig;
 use physync_engine::shooter::{ArenaMap, GameRules};
 use physync_engine::shooter_net::token::DEV_PASSPHRASE;
 
-/// Everything a [`super::DedicatedServer`] runs a match with.
-#[derive(Debug, Clone, PartialEq)]
+/// Everything a [`super::DedicatedServer`] runs a match with. Its `Debug` leaves the token key out, so a logged
+/// config cannot leak it.
+#[derive(Clone, PartialEq)]
 pub struct MatchConfig {
     /// The match's id; tokens name it.
     pub match_id: u32,
@@ -53,6 +54,51 @@ pub struct MatchConfig {
     pub range_coder: bool,
 }
 
+impl std::fmt::Debug for MatchConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self {
+            match_id,
+            token_key: _,
+            public_addrs,
+            rules,
+            map,
+            max_players,
+            min_players,
+            countdown,
+            time_limit,
+            score_limit,
+            max_rewind,
+            client_timeout,
+            reconnect_grace,
+            results_linger,
+            input,
+            cubes,
+            snapshot_budget_bytes,
+            range_coder,
+        } = self;
+        f.debug_struct("MatchConfig")
+            .field("match_id", match_id)
+            .field("token_key", &"<redacted>")
+            .field("public_addrs", public_addrs)
+            .field("rules", rules)
+            .field("map", map)
+            .field("max_players", max_players)
+            .field("min_players", min_players)
+            .field("countdown", countdown)
+            .field("time_limit", time_limit)
+            .field("score_limit", score_limit)
+            .field("max_rewind", max_rewind)
+            .field("client_timeout", client_timeout)
+            .field("reconnect_grace", reconnect_grace)
+            .field("results_linger", results_linger)
+            .field("input", input)
+            .field("cubes", cubes)
+            .field("snapshot_budget_bytes", snapshot_budget_bytes)
+            .field("range_coder", range_coder)
+            .finish()
+    }
+}
+
 impl Default for MatchConfig {
     fn default() -> Self {
         Self {
@@ -75,5 +121,24 @@ impl Default for MatchConfig {
             snapshot_budget_bytes: 600,
             range_coder: true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_logged_config_does_not_show_the_token_key() {
+        let config = MatchConfig {
+            token_key: [0xAB; 32],
+            ..MatchConfig::default()
+        };
+        let logged = format!("{config:?}");
+        assert!(logged.contains("<redacted>"), "{logged}");
+        assert!(
+            !logged.contains("171, 171"),
+            "the key bytes [171, 171, ...] must not show: {logged}"
+        );
     }
 }
