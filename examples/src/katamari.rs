@@ -8,8 +8,9 @@
 
 use nalgebra::Vector3;
 use physync_engine::world::World;
+use physync_engine::world::drive::katamari_lanes;
 use physync_engine::world::forces::ForceError;
-use physync_engine::world::scene::{KATAMARI_SPACING, ObjectId};
+use physync_engine::world::scene::ObjectId;
 
 /// What the script is doing this frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,20 +79,7 @@ impl KatamariScript {
     /// A script for the world's player object, or `None` when the scene has none.
     pub fn new(world: &World, tuning: KatamariTuning) -> Option<Self> {
         let player = world.player_object()?;
-        let outside = 15.0 * KATAMARI_SPACING + 2.0;
-        let inside = 12.0 * KATAMARI_SPACING;
-        let lanes = 7;
-        let waypoints = (0..lanes)
-            .flat_map(|lane| {
-                let z = -inside + 2.0 * inside * lane as f32 / (lanes - 1) as f32;
-                let (from, to) = if lane % 2 == 0 {
-                    (-outside, outside)
-                } else {
-                    (outside, -outside)
-                };
-                [Vector3::new(from, 0.0, z), Vector3::new(to, 0.0, z)]
-            })
-            .collect();
+        let waypoints = katamari_lanes(7, 12.0);
         Some(Self {
             player,
             tuning,

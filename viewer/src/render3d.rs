@@ -322,21 +322,11 @@ fn mesh_faces(
             }
             normal = -normal;
         }
-        let in_view: Vec<Point3<f32>> = world.iter().map(|p| view * p).collect();
-        let clipped = clip_to_near(&in_view);
-        if clipped.len() < 3 {
+        let Some((screen, depth)) = project_polygon(&world, camera, view, rect) else {
             continue;
-        }
-        let projected: Vec<_> = clipped
-            .iter()
-            .filter_map(|p| camera.project_view_point(p, rect))
-            .collect();
-        if projected.len() != clipped.len() {
-            continue;
-        }
-        let depth = projected.iter().map(|p| p.depth).sum::<f32>() / projected.len() as f32;
+        };
         out.push(Face {
-            screen: projected.iter().map(|p| p.screen).collect(),
+            screen,
             box_depth,
             depth,
             color: shade(color, lambert(&normal)),
@@ -344,6 +334,30 @@ fn mesh_faces(
         });
     }
     out
+}
+
+/// A world-space polygon clipped at the near plane and projected: its screen points and mean depth, or `None`
+/// when too little of it is in front of the camera or a point falls off the projection.
+fn project_polygon(
+    world: &[Point3<f32>],
+    camera: &OrbitCamera,
+    view: &Isometry3<f32>,
+    rect: Rect,
+) -> Option<(Vec<Pos2>, f32)> {
+    let in_view: Vec<Point3<f32>> = world.iter().map(|p| view * p).collect();
+    let clipped = clip_to_near(&in_view);
+    if clipped.len() < 3 {
+        return None;
+    }
+    let projected: Vec<_> = clipped
+        .iter()
+        .filter_map(|p| camera.project_view_point(p, rect))
+        .collect();
+    if projected.len() != clipped.len() {
+        return None;
+    }
+    let depth = projected.iter().map(|p| p.depth).sum::<f32>() / projected.len() as f32;
+    Some((projected.iter().map(|p| p.screen).collect(), depth))
 }
 
 /// The visible, shaded faces of one box (or of the shape its mesh gives).
@@ -363,23 +377,13 @@ fn box_faces(b: &BoxShape, camera: &OrbitCamera, view: &Isometry3<f32>, rect: Re
         if normal.dot(&(world[0] - eye)) >= 0.0 {
             continue;
         }
-        let in_view: Vec<Point3<f32>> = world.iter().map(|p| view * p).collect();
-        let clipped = clip_to_near(&in_view);
-        if clipped.len() < 3 {
+        let Some((screen, depth)) = project_polygon(&world, camera, view, rect) else {
             continue;
-        }
-        let projected: Vec<_> = clipped
-            .iter()
-            .filter_map(|p| camera.project_view_point(p, rect))
-            .collect();
-        if projected.len() != clipped.len() {
-            continue;
-        }
-        let depth = projected.iter().map(|p| p.depth).sum::<f32>() / projected.len() as f32;
+        };
         let color = shade(b.color, lambert(&normal));
-        let screen = Rect::from_points(&projected.iter().map(|p| p.screen).collect::<Vec<_>>());
-        let rim_visible = screen.width().min(screen.height()) >= MIN_PLAIN_RIM_FACE;
-        let edge = (clipped.len() == 4)
+        let bounds = Rect::from_points(&screen);
+        let rim_visible = bounds.width().min(bounds.height()) >= MIN_PLAIN_RIM_FACE;
+        let edge = (screen.len() == 4)
             .then_some(b.edge)
             .and_then(|edge| match edge {
                 Edge::Plain => rim_visible.then(|| (shade(color, 0.72), 0.06)),
@@ -387,7 +391,7 @@ fn box_faces(b: &BoxShape, camera: &OrbitCamera, view: &Isometry3<f32>, rect: Re
                 Edge::Hovered => Some((Color32::from_rgb(255, 236, 120), 0.12)),
             });
         out.push(Face {
-            screen: projected.iter().map(|p| p.screen).collect(),
+            screen,
             box_depth,
             depth,
             color,

@@ -14,6 +14,25 @@ pub struct KatamariDrive {
     speed: f32,
 }
 
+/// A lawnmower path over the katamari grid: `lanes` lanes (at least 2) across it, from outside one edge to outside
+/// the other, spread in z over `±half_width_cells` grid spacings. Scripts that roll the player cube follow it.
+pub fn katamari_lanes(lanes: usize, half_width_cells: f32) -> Vec<Vector3<f32>> {
+    let outside = 15.0 * KATAMARI_SPACING + 2.0;
+    let inside = half_width_cells * KATAMARI_SPACING;
+    let last = lanes.max(2) - 1;
+    (0..=last)
+        .flat_map(|lane| {
+            let z = -inside + 2.0 * inside * lane as f32 / last as f32;
+            let (from, to) = if lane % 2 == 0 {
+                (-outside, outside)
+            } else {
+                (outside, -outside)
+            };
+            [Vector3::new(from, 0.0, z), Vector3::new(to, 0.0, z)]
+        })
+        .collect()
+}
+
 /// Distance (m) at which a waypoint counts as reached.
 const REACHED: f32 = 1.5;
 
@@ -21,24 +40,9 @@ impl KatamariDrive {
     /// A drive for the world's player object at `speed` m/s, or `None` when the scene has no player object.
     pub fn new(world: &World, speed: f32) -> Option<Self> {
         let object = world.player_object()?;
-        // Lanes run across the grid from outside one edge to outside the other, and cover it in z.
-        let outside = 15.0 * KATAMARI_SPACING + 2.0;
-        let inside = 13.0 * KATAMARI_SPACING;
-        let lanes = 8;
-        let waypoints = (0..lanes)
-            .flat_map(|lane| {
-                let z = -inside + 2.0 * inside * lane as f32 / (lanes - 1) as f32;
-                let (from, to) = if lane % 2 == 0 {
-                    (-outside, outside)
-                } else {
-                    (outside, -outside)
-                };
-                [Vector3::new(from, 0.0, z), Vector3::new(to, 0.0, z)]
-            })
-            .collect();
         Some(Self {
             object,
-            waypoints,
+            waypoints: katamari_lanes(8, 13.0),
             next: 0,
             speed,
         })
