@@ -6,5 +6,6 @@
 
 pub mod fuzz;
 pub mod katamari;
+pub mod link_args;
 pub mod relay;
 pub mod rss;

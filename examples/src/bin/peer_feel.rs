@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use physync_engine::session::sim::host_addr;
 use physync_engine::session::{FeelFigures, FeelMeter, PlayerControls, SessionSim, divergence};
-use physync_engine::transport::LinkConfig;
 use physync_engine::world::World;
 use physync_engine::world::avatar::Hand;
 use physync_engine::world::scene::{ObjectId, SceneKind};
+use physync_examples::link_args::LinkArgs;
 use physync_guest::bots::{Bot, BotKind, Duel};
 use physync_guest::{GuestConfig, PeerGuest};
 use physync_host::{HostConfig, PeerHost};
@@ -33,18 +33,9 @@ struct Args {
     /// Seconds without input after play.
     #[arg(long, default_value_t = 5.0)]
     idle_seconds: f64,
-    /// Round-trip time of every link (ms).
-    #[arg(long, default_value_t = 250)]
-    rtt_ms: u64,
-    /// One-way jitter (ms).
-    #[arg(long, default_value_t = 50)]
-    jitter_ms: u64,
-    /// Loss probability per datagram.
-    #[arg(long, default_value_t = 0.05)]
-    loss: f64,
-    /// Duplication probability per datagram.
-    #[arg(long, default_value_t = 0.01)]
-    duplicate: f64,
+    /// The conditions of every link.
+    #[command(flatten)]
+    link: LinkArgs,
     /// Seconds between two contests of one cube by two guests.
     #[arg(long, default_value_t = 3.0)]
     duel_period: f64,
@@ -63,10 +54,8 @@ struct Args {
 struct Report {
     seconds: f64,
     idle_seconds: f64,
-    rtt_ms: u64,
-    jitter_ms: u64,
-    loss: f64,
-    duplicate: f64,
+    #[serde(flatten)]
+    link: LinkArgs,
     jitter_delay_ms: u64,
     throws_observed: u64,
     releases_observed: u64,
@@ -121,12 +110,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = HostConfig::new(SceneKind::Table.spec());
     config.jitter_delay = jitter_delay;
     let host = PeerHost::new(config)?;
-    let link = LinkConfig::from_rtt(
-        Duration::from_millis(args.rtt_ms),
-        Duration::from_millis(args.jitter_ms),
-        args.loss,
-        args.duplicate,
-    );
+    let link = args.link.link_config();
     let mut sim: Sim = SessionSim::new(host, link, args.seed)?;
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let kinds = [BotKind::Thrower, BotKind::Grabber, BotKind::Thrower];
@@ -229,10 +213,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let report = Report {
         seconds: args.seconds,
         idle_seconds: args.idle_seconds,
-        rtt_ms: args.rtt_ms,
-        jitter_ms: args.jitter_ms,
-        loss: args.loss,
-        duplicate: args.duplicate,
+        link: args.link,
         jitter_delay_ms: args.jitter_delay_ms,
         throws_observed: all_bots.clone().map(|b| b.actions().thrown).sum(),
         releases_observed: all_bots

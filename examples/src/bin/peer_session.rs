@@ -20,10 +20,11 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use physync_engine::session::sim::host_addr;
 use physync_engine::session::{PlayerControls, SessionSim, divergence};
-use physync_engine::transport::{LinkConfig, TrafficCounters};
+use physync_engine::transport::TrafficCounters;
 use physync_engine::world::avatar::Hand;
 use physync_engine::world::scene::SceneKind;
 use physync_engine::world::scene_file::load_scene;
+use physync_examples::link_args::LinkArgs;
 use physync_guest::bots::{Bot, BotKind, LongHaul};
 use physync_guest::{GuestConfig, PeerGuest};
 use physync_host::{HostConfig, PeerHost};
@@ -52,18 +53,9 @@ struct Args {
     /// Seconds without input after play, before convergence is measured.
     #[arg(long, default_value_t = 5.0)]
     settle_seconds: f64,
-    /// Round-trip time of every link (ms).
-    #[arg(long, default_value_t = 250)]
-    rtt_ms: u64,
-    /// One-way jitter (ms).
-    #[arg(long, default_value_t = 50)]
-    jitter_ms: u64,
-    /// Loss probability per datagram.
-    #[arg(long, default_value_t = 0.05)]
-    loss: f64,
-    /// Duplication probability per datagram.
-    #[arg(long, default_value_t = 0.01)]
-    duplicate: f64,
+    /// The conditions of every link.
+    #[command(flatten)]
+    link: LinkArgs,
     /// Byte budget of every link, kbps.
     #[arg(long, default_value_t = 256)]
     budget_kbps: u32,
@@ -91,10 +83,8 @@ struct Report {
     players: u8,
     players_joined: usize,
     seconds: f64,
-    rtt_ms: u64,
-    jitter_ms: u64,
-    loss: f64,
-    duplicate: f64,
+    #[serde(flatten)]
+    link: LinkArgs,
     budget_kbps: u32,
     kbps_per_guest_up: Vec<f64>,
     kbps_per_guest_down: Vec<f64>,
@@ -147,12 +137,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.max_players = args.players;
     config.link.bytes_per_second = args.budget_kbps * 1000 / 8;
     let host = PeerHost::new(config)?;
-    let link = LinkConfig::from_rtt(
-        Duration::from_millis(args.rtt_ms),
-        Duration::from_millis(args.jitter_ms),
-        args.loss,
-        args.duplicate,
-    );
+    let link = args.link.link_config();
     let mut sim: SessionSim<PeerHost, PeerGuest> = SessionSim::new(host, link, args.seed)?;
     let mut rng = ChaCha8Rng::seed_from_u64(args.seed);
     let guests = usize::from(args.players.saturating_sub(1));
@@ -251,10 +236,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         players: args.players,
         players_joined: joined + 1,
         seconds: args.seconds,
-        rtt_ms: args.rtt_ms,
-        jitter_ms: args.jitter_ms,
-        loss: args.loss,
-        duplicate: args.duplicate,
+        link: args.link,
         budget_kbps: args.budget_kbps,
         kbps_per_guest_up: up,
         kbps_per_guest_down: down,
