@@ -28,7 +28,7 @@ use physync_viewer::shooter::screen::ShooterScreen;
 use physync_viewer::shooter::session::ShooterStatus;
 
 /// Longest any wait may take.
-const WAIT: Duration = Duration::from_secs(20);
+const WAIT: Duration = Duration::from_secs(60);
 /// Pause between two polled frames, so the network threads get the CPU.
 const FRAME: Duration = Duration::from_millis(4);
 
