@@ -9,7 +9,7 @@ use physync_engine::session::sim::host_addr;
 use physync_engine::session::{PlayerControls, SessionSim, divergence};
 use physync_engine::transport::LinkConfig;
 use physync_engine::world::avatar::Hand;
-use physync_engine::world::scene::{SceneSpec, Shape};
+use physync_engine::world::scene::SceneSpec;
 use physync_guest::peer::GuestPhase;
 use physync_guest::{GuestConfig, PeerGuest};
 use physync_host::{HostConfig, PeerHost};
@@ -54,9 +54,8 @@ fn every_shape_kind_arrives_with_the_scene_and_syncs_to_the_guest() {
         .unwrap();
     let flying = divergence(sim.host().world(), sim.guest(0).unwrap().world().unwrap());
     assert!(flying.max_position_m < 0.5, "{flying:?}");
-    // ...and once everything lands, every object that can come to rest sits where the host has it. Round
-    // shapes (balls, capsules, cylinders) can keep rolling slowly under quantize-both-sides (a known defect,
-    // reported with issue 11); they are held to a latency-sized bound until that is fixed.
+    // ...and once everything lands and rests (round shapes stop by their rolling resistance), every object sits
+    // where the host has it.
     sim.run_idle_until(sim.now() + Duration::from_secs(8))
         .unwrap();
     let (host, guest) = (sim.host().world(), sim.guest(0).unwrap().world().unwrap());
@@ -68,13 +67,8 @@ fn every_shape_kind_arrives_with_the_scene_and_syncs_to_the_guest() {
         let apart = (host.physics_pose(id).translation.vector
             - guest.physics_pose(id).translation.vector)
             .norm();
-        let rolls = matches!(
-            object.shape,
-            Shape::Ball { .. } | Shape::Capsule { .. } | Shape::Cylinder { .. }
-        );
-        let bound = if rolls { 0.05 } else { 0.003 };
         assert!(
-            apart < bound,
+            apart < 0.003,
             "object {id} ({}) {apart} m apart",
             object.shape.kind_name()
         );

@@ -1,7 +1,8 @@
 //! The peer-hosted world: a fixed-step rapier3d simulation with the sample's networking rules on top.
 //!
 //! Each [`World::step`] runs, in order: quantize-both-sides (every free object's state is written back through
-//! the codec's quantization, so peers extrapolate from identical numbers), one rapier step, at-rest detection
+//! the codec's quantization, so peers extrapolate from identical numbers), one rapier step, rolling resistance
+//! (a touching object's speeds lose at least a quantization step a frame, see [`rolling`]), at-rest detection
 //! (a 16-frame pose history decides rest, and so does a quantization fixed point, see [`at_rest`]; resting
 //! objects are held perfectly still until something disturbs them), touch propagation of the local player's
 //! authority through contacts, return of confirmed authority to default after 60 frames at rest, and the
@@ -18,6 +19,7 @@ pub mod events;
 pub mod forces;
 pub mod interaction;
 pub mod priority;
+pub mod rolling;
 pub mod scene;
 pub mod scene_file;
 pub mod shape;
@@ -26,7 +28,7 @@ pub mod smoothing;
 mod tests;
 
 use nalgebra::{Isometry3, Translation3, Vector3};
-use physync_codec::{BodyState, ObjectState, QuantConfig};
+use physync_codec::{BodyState, ObjectState, QuantConfig, Vec3Quantizer};
 use rapier3d::prelude::{
     ColliderBuilder, ColliderHandle, ContactPair, PhysicsWorld, RigidBodyBuilder, RigidBodyHandle,
     RigidBodyType,
@@ -41,6 +43,7 @@ use convert::{
 };
 use events::EventLog;
 use priority::{HIGH_ENERGY_SPEED, PriorityTimers};
+use rolling::RollingLoss;
 use scene::{ObjectId, SceneSpec};
 use smoothing::RenderError;
 
@@ -122,6 +125,8 @@ struct Object {
     rest: RestDetector,
     at_rest: bool,
     rest_pose: Isometry3<f32>,
+    /// What rolling resistance takes off its speeds each step while it touches something.
+    rolling: RollingLoss,
     authority: Authority,
     priority: PriorityTimers,
     render_error: RenderError,
@@ -192,6 +197,18 @@ impl World {
             .integration_parameters
             .normalized_max_corrective_velocity = config.max_depenetration_speed;
         physics.integration_parameters.num_solver_iterations = config.solver_iterations;
+        let step_floor = |q: &Vec3Quantizer| {
+            if config.quantize_both_sides {
+                2.0 * q.axes.iter().map(|a| a.max_error()).fold(0.0, f32::max)
+            } else {
+                0.0
+            }
+        };
+        let rolling_floor = [
+            step_floor(&config.quant.linear_velocity),
+            step_floor(&config.quant.angular_velocity),
+        ];
+        let gravity = physics.gravity.length();
         for piece in &scene.level {
             physics.insert(
                 RigidBodyBuilder::fixed().pose(pose_to_rapier(&piece.pose.isometry())),
@@ -226,6 +243,13 @@ impl World {
                     rest: RestDetector::default(),
                     at_rest: false,
                     rest_pose: pose,
+                    rolling: RollingLoss::new(
+                        spec.material.rolling_resistance,
+                        spec.shape.local_half_extents().min(),
+                        gravity,
+                        1.0 / config.step_hz as f32,
+                        rolling_floor,
+                    ),
                     authority: Authority::new(),
                     priority: PriorityTimers::default(),
                     render_error: RenderError::default(),
@@ -297,6 +321,7 @@ impl World {
             object.render_error.decay();
         }
         self.scan_contacts();
+        self.resist_rolling();
         if self.config.at_rest_detection {
             self.detect_rest();
         }
@@ -391,6 +416,28 @@ impl World {
             self.objects[usize::from(id)].priority.collided();
         }
         self.scratch = scratch;
+    }
+
+    /// Rolling resistance (see [`rolling`]): every free object that touches something and is not at rest
+    /// loses its material's share of linear and angular speed.
+    fn resist_rolling(&mut self) {
+        for (object, &supported) in self.objects.iter().zip(&self.scratch.supported) {
+            if !supported
+                || object.at_rest
+                || object.holder.is_some()
+                || object.rolling.linear <= 0.0
+            {
+                continue;
+            }
+            let body = &mut self.physics.bodies[object.body];
+            if !body.is_dynamic() {
+                continue;
+            }
+            let linear = RollingLoss::slow(object.rolling.linear, vec_from_rapier(body.linvel()));
+            let angular = RollingLoss::slow(object.rolling.angular, vec_from_rapier(body.angvel()));
+            body.set_linvel(vec_to_rapier(&linear), false);
+            body.set_angvel(vec_to_rapier(&angular), false);
+        }
     }
 
     /// The ring buffer decides rest; resting objects stay put unless this step disturbed them.

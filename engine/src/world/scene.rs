@@ -594,7 +594,10 @@ impl SceneSpec {
                 },
             ],
         };
-        let rolling = Material::default().with_angular_damping(2.0);
+        // Round bodies roll: angular damping slows the spin, rolling resistance brings them to rest.
+        let rolling = Material::default()
+            .with_angular_damping(2.0)
+            .with_rolling_resistance(0.05);
         let kinds: [(Shape, f32, Material, [u8; 3]); 7] = [
             (
                 Shape::cuboid(0.25, 0.25, 0.25),
@@ -605,7 +608,9 @@ impl SceneSpec {
             (
                 Shape::ball(0.25),
                 0.25,
-                Material::new(600.0, 0.6, 0.3).with_angular_damping(2.0),
+                Material::new(600.0, 0.6, 0.3)
+                    .with_angular_damping(2.0)
+                    .with_rolling_resistance(0.05),
                 [220, 70, 60],
             ),
             (Shape::capsule(0.2, 0.15), 0.15, rolling, [70, 160, 220]),
@@ -624,14 +629,16 @@ impl SceneSpec {
                     radius: 0.25,
                 },
                 0.2,
-                Material::default(),
+                rolling,
                 [200, 110, 220],
             ),
             (hull, 0.2, Material::default(), [240, 140, 40]),
             (
                 dumbbell,
                 0.16,
-                Material::new(2000.0, 0.8, 0.0).with_angular_damping(2.0),
+                Material::new(2000.0, 0.8, 0.0)
+                    .with_angular_damping(2.0)
+                    .with_rolling_resistance(0.05),
                 [150, 150, 160],
             ),
         ];

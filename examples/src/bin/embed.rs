@@ -31,7 +31,7 @@ fn build_scene() -> Result<SceneSpec, Box<dyn std::error::Error>> {
         triangles: vec![[0, 2, 1], [1, 2, 3]],
     };
     let (bouncy, red) = (
-        Material::new(500.0, 0.6, 0.2).with_angular_damping(2.0),
+        Material::new(500.0, 0.6, 0.2).with_rolling_resistance(0.05),
         Tag::new(1, [220, 60, 50]),
     );
     let mut scene = SceneBuilder::new("embed")
@@ -47,7 +47,7 @@ fn build_scene() -> Result<SceneSpec, Box<dyn std::error::Error>> {
             )
             .object(
                 ObjectSpec::new(Shape::capsule(0.15, 0.1), [x, 0.1, -2.0])
-                    .with_material(Material::default().with_angular_damping(2.0))
+                    .with_material(Material::default().with_rolling_resistance(0.05))
                     .with_rotation([0.0, 0.0, FRAC_1_SQRT_2, FRAC_1_SQRT_2]),
             );
     }
