@@ -9,7 +9,7 @@ use physync_engine::session::sim::host_addr;
 use physync_engine::session::{PlayerControls, SessionSim, divergence};
 use physync_engine::transport::LinkConfig;
 use physync_engine::world::avatar::Hand;
-use physync_engine::world::scene::SceneSpec;
+use physync_engine::world::scene::{SceneKind, SceneSpec};
 use physync_guest::peer::GuestPhase;
 use physync_guest::{GuestConfig, PeerGuest};
 use physync_host::{HostConfig, PeerHost};
@@ -73,4 +73,46 @@ fn every_shape_kind_arrives_with_the_scene_and_syncs_to_the_guest() {
             object.shape.kind_name()
         );
     }
+}
+
+/// While a guest downloads the katamari (about a hundred chunks over a 250 ms round trip), the host sends it no
+/// world state: the guest has no world yet and could only throw it away. Once the guest plays, state flows.
+#[test]
+fn the_host_sends_no_world_state_to_a_guest_still_downloading_the_scene() {
+    let host = PeerHost::new(HostConfig::new(SceneKind::Katamari.spec())).unwrap();
+    let link = LinkConfig::from_rtt(
+        Duration::from_millis(250),
+        Duration::from_millis(20),
+        0.05,
+        0.0,
+    );
+    let mut sim: SessionSim<PeerHost, PeerGuest> = SessionSim::new(host, link, 5).unwrap();
+    sim.add_guest(PeerGuest::new(GuestConfig::new(host_addr(), 4)))
+        .unwrap();
+    let mut joined_at = None;
+    while joined_at.is_none() && sim.now() < Duration::from_secs(20) {
+        sim.run_idle_until(sim.now() + Duration::from_millis(10))
+            .unwrap();
+        if sim.guest(0).unwrap().phase() == GuestPhase::Joined {
+            joined_at = Some(sim.now());
+        }
+    }
+    let joined_at = joined_at.expect("the guest joined");
+    assert!(
+        joined_at > Duration::from_secs(1),
+        "the download took {joined_at:?}: too short to show anything"
+    );
+    sim.run_idle_until(joined_at + Duration::from_secs(2))
+        .unwrap();
+    let guest = sim.guest(0).unwrap();
+    assert_eq!(
+        guest.drops().before_join,
+        0,
+        "state datagrams the guest dropped while downloading"
+    );
+    let accepted = guest.session().unwrap().counters().accepted;
+    assert!(
+        accepted > 0,
+        "no world state reached the guest after the join"
+    );
 }

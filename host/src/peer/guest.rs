@@ -22,6 +22,9 @@ pub(crate) struct GuestLink {
     pub(crate) down: RateMeter,
     /// The guest's frames (its avatar and the object updates sent beside it), played on the host's clock.
     pub(crate) frames: FrameJitterBuffer,
+    /// A state packet from the guest has arrived: it holds the scene and runs a world. Until then it is still
+    /// downloading the scene and would drop any world state, so none is sent to it.
+    pub(crate) playing: bool,
     /// The guest's avatar has been played into the host's world (from then on it is relayed).
     pub(crate) avatar_seen: bool,
     /// Per object: the host frame at which it last accepted the object's state from this guest.

@@ -385,6 +385,7 @@ impl PeerHost {
                     u32::from(self.setup.step_hz),
                     self.config.world.quant,
                 ),
+                playing: false,
                 avatar_seen: false,
                 accepted_at: vec![0; self.world.object_count()],
                 boosts: vec![0; self.world.object_count()],
@@ -492,6 +493,7 @@ impl PeerHost {
             }
         };
         guest.last_heard = now;
+        guest.playing = true;
         let sender = guest.player;
         let foreign = update
             .avatars
@@ -803,7 +805,7 @@ impl PeerHost {
             ));
         }
         let mut sends = Vec::new();
-        for g in self.guests.values_mut() {
+        for g in self.guests.values_mut().filter(|g| g.playing) {
             let priorities = &mut self.link_priorities;
             priorities.clone_from(&self.base_priorities);
             for (p, boost) in priorities.iter_mut().zip(g.boosts.iter_mut()) {
