@@ -38,6 +38,8 @@ pub struct HostConfig {
 pub struct JoinConfig {
     /// The host's address.
     pub address: SocketAddr,
+    /// The join code the host shows (`physync-host --join-code`), if it asks for one.
+    pub join_code: Option<String>,
 }
 
 /// Why a session could not be started. Failures that happen later arrive through
@@ -130,8 +132,13 @@ impl SessionLauncher for CoreLauncher {
         } else {
             (Ipv6Addr::UNSPECIFIED, 0).into()
         };
-        let driver = bind_peer_guest(bind, self.driver_config(), config.address, None)
-            .map_err(|e| LaunchError::Socket(e.to_string()))?;
+        let driver = bind_peer_guest(
+            bind,
+            self.driver_config(),
+            config.address,
+            config.join_code.clone(),
+        )
+        .map_err(|e| LaunchError::Socket(e.to_string()))?;
         let mut guest_config = GuestConfig::new(config.address, self.rng.random());
         if let Some(timeout) = self.join_timeout {
             guest_config.timeout = timeout;

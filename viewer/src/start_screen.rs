@@ -36,6 +36,8 @@ pub struct StartScreen {
     pub max_players: u8,
     /// Text of the join-address field.
     pub join_address: String,
+    /// Text of the join-code field: the code the host shows, or empty when it asks for none.
+    pub join_code: String,
     /// Error under the Host form.
     pub host_error: Option<String>,
     /// Error under the Join form.
@@ -54,6 +56,7 @@ impl Default for StartScreen {
             scene_file: String::new(),
             max_players: 4,
             join_address: "127.0.0.1:40000".into(),
+            join_code: String::new(),
             host_error: None,
             join_error: None,
             notice: None,
@@ -96,7 +99,9 @@ impl StartScreen {
     /// Validate the Join form.
     pub fn join_action(&self) -> Result<StartAction, String> {
         let address = parse_address(&self.join_address).map_err(|e| e.to_string())?;
-        Ok(StartAction::Join(JoinConfig { address }))
+        let code = self.join_code.trim();
+        let join_code = (!code.is_empty()).then(|| code.to_owned());
+        Ok(StartAction::Join(JoinConfig { address, join_code }))
     }
 
     /// Draw the screen; returns the validated action when a button was pressed with good input.
@@ -173,6 +178,15 @@ impl StartScreen {
                 let label = ui.label("Host address");
                 ui.add(TextEdit::singleline(&mut self.join_address).desired_width(200.0))
                     .labelled_by(label.id);
+            });
+            ui.horizontal(|ui| {
+                let label = ui.label("Join code");
+                ui.add(
+                    TextEdit::singleline(&mut self.join_code)
+                        .hint_text("none")
+                        .desired_width(120.0),
+                )
+                .labelled_by(label.id);
             });
             if ui.button("Join").clicked() {
                 match self.join_action() {

@@ -395,6 +395,7 @@ fn a_full_session_refuses_a_guest_with_a_message() {
     let mut guest = launcher
         .join(&JoinConfig {
             address: ([127, 0, 0, 1], port).into(),
+            join_code: None,
         })
         .unwrap();
     pump_until(

@@ -5,7 +5,12 @@ use egui::accesskit::Role;
 use egui_kittest::Harness;
 use egui_kittest::kittest::Queryable;
 use physync_viewer::app::ViewerApp;
-use physync_viewer::launcher::CoreLauncher;
+use std::sync::{Arc, Mutex};
+
+use physync_viewer::launcher::{
+    CoreLauncher, HostConfig, JoinConfig, LaunchError, SessionLauncher,
+};
+use physync_viewer::session::SessionHandle;
 
 fn viewer() -> ViewerApp {
     ViewerApp::new(Box::new(CoreLauncher::new(7)))
@@ -59,4 +64,33 @@ fn a_port_in_use_shows_an_error() {
         h.query_by_label_contains(&format!("UDP port {port} cannot be used"))
             .is_some()
     );
+}
+
+/// A launcher that records what the Join form asked for and starts nothing.
+struct RecordingLauncher(Arc<Mutex<Vec<JoinConfig>>>);
+
+impl SessionLauncher for RecordingLauncher {
+    fn host(&mut self, _config: &HostConfig) -> Result<Box<dyn SessionHandle>, LaunchError> {
+        Err(LaunchError::Socket("not hosting in this test".into()))
+    }
+    fn join(&mut self, config: &JoinConfig) -> Result<Box<dyn SessionHandle>, LaunchError> {
+        self.0.lock().unwrap().push(config.clone());
+        Err(LaunchError::Socket("recorded by the test".into()))
+    }
+}
+
+#[test]
+fn the_join_code_typed_on_the_join_form_reaches_the_guest() {
+    let joins = Arc::new(Mutex::new(Vec::new()));
+    let mut h = harness(ViewerApp::new(Box::new(RecordingLauncher(Arc::clone(
+        &joins,
+    )))));
+    set_field(&mut h, "Host address", "127.0.0.1:40000");
+    click_button(&mut h, "Join");
+    set_field(&mut h, "Join code", "  K7QZ-M4PX ");
+    click_button(&mut h, "Join");
+    let joins = joins.lock().unwrap();
+    let codes: Vec<Option<&str>> = joins.iter().map(|j| j.join_code.as_deref()).collect();
+    assert_eq!(codes, [None, Some("K7QZ-M4PX")]);
+    assert_eq!(joins[1].address, ([127, 0, 0, 1], 40000).into());
 }
