@@ -6,10 +6,12 @@
 //! the state packets' and the control messages' protocol ids, so a receiver tells them apart from the first two
 //! bytes). The guest asks for chunks it lacks, at most [`MAX_REQUESTED_CHUNKS`] per request, and asks again
 //! after a silence; the host answers a joined guest's request with the chunks, so a lost datagram costs one retry
-//! and the host keeps no transfer state. The scene travels as compact RON ([`SceneSpec::to_ron_compact`]).
+//! and the host keeps no transfer state. The scene travels as compact RON ([`SceneSpec::to_ron_compact`])
+//! deflated (miniz_oxide): the katamari's 901 objects take 3 chunks instead of 62.
 //!
 //! A guest refuses, with a [`SceneTransferError`], an offer larger than [`MAX_SCENE_BYTES`], a chunk whose index
-//! or length does not fit the offer, bytes whose hash is not the offer's, and bytes that are not a valid scene.
+//! or length does not fit the offer, bytes whose hash is not the offer's, bytes that do not inflate to at most
+//! [`MAX_SCENE_BYTES`] (a decompression bomb stops at the limit), and text that is not a valid scene.
 
 use physync_codec::bitpack::{BitReadStream, BitWriteStream};
 use physync_codec::{CodecError, Ctx, Stream};
@@ -26,8 +28,11 @@ pub const SCENE_TRANSFER_ID: u16 = 0x5343;
 /// [`MAX_DATAGRAM_PAYLOAD`].
 pub const SCENE_CHUNK_BYTES: usize = 1100;
 
-/// Largest scene a host offers or a guest accepts, in bytes of compact RON (1 MiB).
+/// Largest scene a host offers or a guest accepts, in bytes of compact RON and of its deflated form (1 MiB).
 pub const MAX_SCENE_BYTES: usize = 1 << 20;
+
+/// miniz_oxide's compression level for scenes (0 to 10): the default, fast and within a few per cent of the best.
+const DEFLATE_LEVEL: u8 = 6;
 
 /// Most chunks one request names.
 pub const MAX_REQUESTED_CHUNKS: usize = 16;
@@ -131,6 +136,12 @@ pub enum SceneTransferError {
         /// The hash of what arrived.
         found: u64,
     },
+    /// The bytes hash right but do not inflate, or inflate past the limit.
+    #[error("the host's scene is not deflated data of at most {max} bytes")]
+    Inflate {
+        /// The limit on the inflated scene.
+        max: usize,
+    },
     /// The bytes hash right but are not a valid scene (a host built from an incompatible version).
     #[error("the host's scene is not a valid scene for this engine")]
     InvalidScene,
@@ -226,15 +237,16 @@ pub struct SceneUpload {
 }
 
 impl SceneUpload {
-    /// The upload of `scene` (its compact RON); a scene over [`MAX_SCENE_BYTES`] is refused.
+    /// The upload of `scene` (its compact RON, deflated); a scene over [`MAX_SCENE_BYTES`] of text is refused.
     pub fn new(scene: &SceneSpec) -> Result<Self, SceneTransferError> {
-        let bytes = scene.to_ron_compact().into_bytes();
-        if bytes.len() > MAX_SCENE_BYTES {
+        let text = scene.to_ron_compact().into_bytes();
+        if text.len() > MAX_SCENE_BYTES {
             return Err(SceneTransferError::TooLarge {
-                len: bytes.len().min(u32::MAX as usize) as u32,
+                len: text.len().min(u32::MAX as usize) as u32,
                 max: MAX_SCENE_BYTES,
             });
         }
+        let bytes = miniz_oxide::deflate::compress_to_vec(&text, DEFLATE_LEVEL);
         let offer = SceneOffer {
             len: bytes.len() as u32,
             hash: scene_hash(&bytes),
@@ -247,7 +259,7 @@ impl SceneUpload {
         self.offer
     }
 
-    /// The scene's bytes.
+    /// The scene's bytes as they travel (deflated).
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
@@ -356,7 +368,13 @@ impl SceneDownload {
                 found,
             }));
         }
-        let scene = std::str::from_utf8(&bytes)
+        let Ok(text) = miniz_oxide::inflate::decompress_to_vec_with_limit(&bytes, MAX_SCENE_BYTES)
+        else {
+            return Some(Err(SceneTransferError::Inflate {
+                max: MAX_SCENE_BYTES,
+            }));
+        };
+        let scene = std::str::from_utf8(&text)
             .map_err(|_| SceneTransferError::InvalidScene)
             .and_then(|text| {
                 SceneSpec::from_ron(text).map_err(|e: SceneError| {

@@ -31,7 +31,7 @@ fn every_demo_scene_arrives_whole_in_chunks_under_the_mtu() {
 
 #[test]
 fn a_truncated_chunk_is_refused_with_its_length() {
-    let upload = SceneUpload::new(&SceneSpec::table()).unwrap();
+    let upload = SceneUpload::new(&SceneSpec::katamari()).unwrap();
     let mut d = SceneDownload::new(upload.offer()).unwrap();
     let TransferMessage::Chunk { index, mut bytes } =
         decode_transfer(&upload.answer(&[0])[0]).unwrap()
@@ -81,15 +81,57 @@ fn a_wrong_hash_is_refused_and_so_is_corrupt_content() {
     assert!(matches!(err, SceneTransferError::HashMismatch { .. }));
     assert!(err.to_string().contains("does not match the host's"));
 
-    // Bytes that hash right but are not a scene.
-    let junk = b"(objects: [(shape: Ball(radius: -1.0), pose: (position: (0, 0, 0)))])".to_vec();
+    // Bytes that hash right but do not inflate, and deflated text that is not a scene.
+    let text = b"(objects: [(shape: Ball(radius: -1.0), pose: (position: (0, 0, 0)))])";
+    let deflated = miniz_oxide::deflate::compress_to_vec(text, 6);
+    for (bytes, refusal) in [
+        (
+            text.to_vec(),
+            SceneTransferError::Inflate {
+                max: MAX_SCENE_BYTES,
+            },
+        ),
+        (deflated, SceneTransferError::InvalidScene),
+    ] {
+        assert_eq!(finished(bytes), Err(refusal));
+    }
+}
+
+/// A download of `bytes` offered with their own length and hash, finished.
+fn finished(bytes: Vec<u8>) -> Result<SceneSpec, SceneTransferError> {
     let offer = SceneOffer {
-        len: junk.len() as u32,
-        hash: scene_hash(&junk),
+        len: bytes.len() as u32,
+        hash: scene_hash(&bytes),
     };
     let mut d = SceneDownload::new(offer).unwrap();
-    d.insert(0, junk).unwrap();
-    assert_eq!(d.finish(), Some(Err(SceneTransferError::InvalidScene)));
+    for (i, chunk) in bytes.chunks(SCENE_CHUNK_BYTES).enumerate() {
+        d.insert(i as u16, chunk.to_vec()).unwrap();
+    }
+    d.finish().unwrap()
+}
+
+#[test]
+fn a_decompression_bomb_stops_at_the_limit() {
+    let bomb = miniz_oxide::deflate::compress_to_vec(&vec![b' '; 2 * MAX_SCENE_BYTES], 10);
+    assert!(bomb.len() < MAX_SCENE_BYTES / 100, "{}", bomb.len());
+    let err = finished(bomb).unwrap_err();
+    assert_eq!(
+        err,
+        SceneTransferError::Inflate {
+            max: MAX_SCENE_BYTES
+        }
+    );
+    assert!(err.to_string().contains("not deflated data of at most"));
+}
+
+/// Deflated, the katamari (901 objects, 68 KB of compact RON: 62 chunks) travels in 3 chunks.
+#[test]
+fn the_katamari_travels_in_a_handful_of_chunks() {
+    let scene = SceneSpec::katamari();
+    let text = scene.to_ron_compact().len();
+    let offer = SceneUpload::new(&scene).unwrap().offer();
+    assert!(text.div_ceil(SCENE_CHUNK_BYTES) > 50, "{text} bytes of RON");
+    assert!(offer.chunk_count() <= 4, "{} chunks", offer.chunk_count());
 }
 
 #[test]
