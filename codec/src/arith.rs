@@ -96,6 +96,61 @@ impl Models {
         block
     }
 
+    /// Where part `part` of a block lies in it: its first model and its length.
+    fn part_range(part: u32) -> (usize, usize) {
+        match part {
+            PART_HEAD => (FLAG, 2),
+            PART_MANTISSA => (MANTISSA, PER_CTX - MANTISSA),
+            p if p < PART_BUCKET => {
+                let levels = p - PART_SMALL;
+                (SMALL + tree_slot(levels, 1), 1 << levels)
+            }
+            p => {
+                let levels = p - PART_BUCKET;
+                (BUCKET + tree_slot(levels, 1), 1 << levels)
+            }
+        }
+    }
+
+    /// Calls `f` with the table range of every part this stream has used, in a fixed order.
+    fn for_each_used(fresh: &[u16; Ctx::COUNT], mut f: impl FnMut(std::ops::Range<usize>)) {
+        for (slot, &parts) in fresh.iter().enumerate() {
+            let mut bits = parts;
+            while bits != 0 {
+                let part = bits.trailing_zeros();
+                bits &= bits - 1;
+                let (start, len) = Self::part_range(part);
+                let at = slot * PER_CTX + start;
+                f(at..at + len);
+            }
+        }
+    }
+
+    /// Copies the used parts into `saved`.
+    fn save(&self, saved: &mut SavedModels) {
+        saved.fresh = self.fresh;
+        saved.probs.clear();
+        Self::for_each_used(&self.fresh, |r| {
+            if let Some(models) = self.probs.get(r) {
+                saved.probs.extend_from_slice(models);
+            }
+        });
+    }
+
+    /// Returns to the models `saved` holds: its parts restored, parts used since forgotten.
+    fn restore(&mut self, saved: &SavedModels) {
+        self.fresh = saved.fresh;
+        let mut from = 0;
+        let probs = &mut self.probs;
+        Self::for_each_used(&saved.fresh, |r| {
+            let len = r.len();
+            if let (Some(to), Some(src)) = (probs.get_mut(r), saved.probs.get(from..from + len)) {
+                to.copy_from_slice(src);
+            }
+            from += len;
+        });
+    }
+
     /// [`Models::part`] for the flag and sign models.
     #[inline(always)]
     fn head(&mut self, ctx: Ctx) -> usize {
@@ -241,8 +296,8 @@ impl FieldCosts {
 pub struct ArithWriteStream {
     enc: RangeEncoder,
     models: Models,
-    undo: Vec<(u32, u16)>,
-    logging: bool,
+    /// The models as they stood at the open checkpoint, if any.
+    saved: Option<SavedModels>,
     costs: Option<Box<FieldCosts>>,
     costs_at_checkpoint: Option<Box<FieldCosts>>,
 }
@@ -251,7 +306,14 @@ pub struct ArithWriteStream {
 #[derive(Debug, Clone, Copy)]
 pub struct ArithCheckpoint {
     enc: EncoderCheckpoint,
-    undo_len: usize,
+}
+
+/// The parts of a model table a stream had used, copied at a checkpoint: restoring them (and forgetting the
+/// parts used since, which are reset on their next use) returns the models to the checkpoint.
+#[derive(Debug, Clone)]
+struct SavedModels {
+    fresh: [u16; Ctx::COUNT],
+    probs: Vec<u16>,
 }
 
 impl Default for ArithWriteStream {
@@ -266,8 +328,7 @@ impl ArithWriteStream {
         Self {
             enc: RangeEncoder::new(),
             models: Models::new(),
-            undo: Vec::new(),
-            logging: false,
+            saved: None,
             costs: None,
             costs_at_checkpoint: None,
         }
@@ -288,38 +349,37 @@ impl ArithWriteStream {
         self.enc.finished_len()
     }
 
-    /// Starts a tentative write: model updates are logged until [`ArithWriteStream::commit`] or
-    /// [`ArithWriteStream::rollback`].
+    /// Starts a tentative write, to be kept by [`ArithWriteStream::commit`] or undone by
+    /// [`ArithWriteStream::rollback`]: the models used so far are copied (a few hundred, not the table).
     pub fn checkpoint(&mut self) -> ArithCheckpoint {
-        self.logging = true;
+        let mut saved = self.saved.take().unwrap_or_else(|| SavedModels {
+            fresh: [0; Ctx::COUNT],
+            probs: Vec::new(),
+        });
+        self.models.save(&mut saved);
+        self.saved = Some(saved);
         if let Some(costs) = &self.costs {
             self.costs_at_checkpoint = Some(costs.clone());
         }
         ArithCheckpoint {
             enc: self.enc.checkpoint(),
-            undo_len: self.undo.len(),
         }
     }
 
     /// Keeps everything written since the checkpoint.
     pub fn commit(&mut self) {
-        self.logging = false;
-        self.undo.clear();
+        self.saved = None;
     }
 
     /// Undoes everything written since the checkpoint, models included.
     pub fn rollback(&mut self, c: ArithCheckpoint) {
         self.enc.rollback(c.enc);
-        while self.undo.len() > c.undo_len {
-            if let Some((i, p)) = self.undo.pop() {
-                self.models.probs[i as usize] = p;
-            }
+        if let Some(saved) = self.saved.take() {
+            self.models.restore(&saved);
         }
         if let Some(costs) = self.costs_at_checkpoint.take() {
             self.costs = Some(costs);
         }
-        self.logging = false;
-        self.undo.clear();
     }
 
     /// Flushes the coder and returns the bytes.
@@ -327,26 +387,12 @@ impl ArithWriteStream {
         self.enc.finish()
     }
 
-    /// Codes one decision under model `index`; the common case (no checkpoint open, no tally) is one branch.
+    /// Codes one decision under model `index`.
     #[inline(always)]
     fn bit(&mut self, index: usize, bit: bool) {
-        if self.logging || self.costs.is_some() {
-            self.bit_logged(index, bit);
-        } else if let Some(p) = self.models.probs.get_mut(index) {
-            self.enc.encode_bit(p, bit);
-        }
-    }
-
-    /// [`ArithWriteStream::bit`] while a checkpoint is open or costs are tallied.
-    #[cold]
-    #[inline(never)]
-    fn bit_logged(&mut self, index: usize, bit: bool) {
         let Some(p) = self.models.probs.get_mut(index) else {
             return;
         };
-        if self.logging {
-            self.undo.push((index as u32, *p));
-        }
         if let Some(costs) = self.costs.as_deref_mut() {
             costs.bits[index / PER_CTX] -= probability(*p, bit).log2();
         }
@@ -700,16 +746,26 @@ mod tests {
         let c = w.checkpoint();
         for _ in 0..50 {
             w.int(A, &mut 7, -10, 10).unwrap();
+            // A context first used after the checkpoint must be fresh again after the rollback.
+            w.int(B, &mut 900, -1000, 1000).unwrap();
+            w.bool(B, &mut true).unwrap();
         }
         w.rollback(c);
         w.int(A, &mut -2, -10, 10).unwrap();
+        w.int(B, &mut -5, -1000, 1000).unwrap();
+        w.bool(B, &mut false).unwrap();
         let bytes = w.finish();
         let mut r = ArithReadStream::new(&bytes).unwrap();
-        let mut x = 0;
+        let (mut x, mut f) = (0, true);
         r.int(A, &mut x, -10, 10).unwrap();
         assert_eq!(x, 3);
         r.int(A, &mut x, -10, 10).unwrap();
         assert_eq!(x, -2);
+        r.int(B, &mut x, -1000, 1000).unwrap();
+        assert_eq!(x, -5);
+        r.bool(B, &mut f).unwrap();
+        assert!(!f);
+        r.finish().unwrap();
     }
 
     #[test]
