@@ -19,6 +19,9 @@ pub const PROB_INIT: u16 = PROB_ONE / 2;
 /// Bytes a finished stream carries beyond the bytes already shifted out (the flush).
 const FLUSH_BYTES: usize = 4;
 
+/// Bytes an encoder reserves at the start: a snapshot or a small datagram fits without the buffer growing.
+const INITIAL_CAPACITY: usize = 256;
+
 /// The encoder's registers at one point, to roll back a tentative write.
 #[derive(Debug, Clone, Copy)]
 pub struct EncoderCheckpoint {
@@ -55,7 +58,7 @@ impl RangeEncoder {
             range: u32::MAX,
             cache: 0,
             cache_size: 1,
-            out: Vec::new(),
+            out: Vec::with_capacity(INITIAL_CAPACITY),
             shifts: 0,
         }
     }
