@@ -4,8 +4,10 @@
 //! its value, so its whole distribution is learned. A wider integer is coded relative to the point of its range
 //! nearest zero (deltas and prediction errors cluster there): first its bit length `k` through a binary tree of
 //! models just deep enough for the range, then its sign (when both signs are possible), then the bit below the
-//! leading one with a model chosen by `k`, and the remaining low bits at even odds. A flag is one adaptive bit. Each [`Ctx`] owns its own set of models, and every packet starts from
-//! fresh models, so packets decode independently of each other.
+//! leading one with a model chosen by `k`, and the remaining low bits at even odds. A flag is one adaptive bit.
+//! Each [`Ctx`] owns its own set of models, and every packet starts from fresh models, so packets decode
+//! independently of each other; a model is reset when a stream first uses it, so starting a stream costs
+//! nothing.
 
 use std::cell::{Cell, RefCell};
 
@@ -42,17 +44,32 @@ pub fn model_tables_allocated() -> u64 {
     TABLES_ALLOCATED.with(Cell::get)
 }
 
-/// The adaptive models of every context.
+/// The adaptive models of every context. Each part of a context's models (its flag and sign, its mantissa
+/// models, each depth of its value trees) is reset to even odds the first time the stream uses it, not when the
+/// stream starts: a datagram uses a few hundred of the table's 25,000 models, so a stream starts on a pooled
+/// table in constant time whatever that table held before.
 #[derive(Debug)]
 struct Models {
     probs: Vec<u16>,
+    /// Per context, bit `p` set: part `p` (see [`Models::part`]) has been reset in this stream.
+    fresh: [u16; Ctx::COUNT],
 }
+
+/// Part of a context's models: the flag and sign models.
+const PART_HEAD: u32 = 0;
+/// Part of a context's models: the mantissa models.
+const PART_MANTISSA: u32 = 1;
+/// Parts `PART_SMALL + levels`: the small-value tree of that depth (at most 4).
+const PART_SMALL: u32 = 2;
+/// Parts `PART_BUCKET + levels`: the bit-length tree of that depth (at most 6).
+const PART_BUCKET: u32 = 7;
 
 impl Models {
     fn new() -> Self {
-        let mut probs = Self::table();
-        probs.fill(PROB_INIT);
-        Self { probs }
+        Self {
+            probs: Self::table(),
+            fresh: [0; Ctx::COUNT],
+        }
     }
 
     /// A table of the right length with any contents.
@@ -62,13 +79,121 @@ impl Models {
             vec![PROB_INIT; PER_CTX * Ctx::COUNT]
         })
     }
+
+    /// The index of the first model of `ctx`'s block, after resetting `part` of it (models `start..start + len`
+    /// of the block) if this stream has not used that part yet.
+    #[inline(always)]
+    fn part(&mut self, ctx: Ctx, part: u32, start: usize, len: usize) -> usize {
+        let slot = ctx.slot();
+        let block = slot * PER_CTX;
+        let fresh = &mut self.fresh[slot];
+        if *fresh & (1 << part) == 0 {
+            *fresh |= 1 << part;
+            if let Some(models) = self.probs.get_mut(block + start..block + start + len) {
+                models.fill(PROB_INIT);
+            }
+        }
+        block
+    }
+
+    /// Where part `part` of a block lies in it: its first model and its length.
+    fn part_range(part: u32) -> (usize, usize) {
+        match part {
+            PART_HEAD => (FLAG, 2),
+            PART_MANTISSA => (MANTISSA, PER_CTX - MANTISSA),
+            p if p < PART_BUCKET => {
+                let levels = p - PART_SMALL;
+                (SMALL + tree_slot(levels, 1), 1 << levels)
+            }
+            p => {
+                let levels = p - PART_BUCKET;
+                (BUCKET + tree_slot(levels, 1), 1 << levels)
+            }
+        }
+    }
+
+    /// Calls `f` with the table range of every part this stream has used, in a fixed order.
+    fn for_each_used(fresh: &[u16; Ctx::COUNT], mut f: impl FnMut(std::ops::Range<usize>)) {
+        for (slot, &parts) in fresh.iter().enumerate() {
+            let mut bits = parts;
+            while bits != 0 {
+                let part = bits.trailing_zeros();
+                bits &= bits - 1;
+                let (start, len) = Self::part_range(part);
+                let at = slot * PER_CTX + start;
+                f(at..at + len);
+            }
+        }
+    }
+
+    /// Copies the used parts into `saved`.
+    fn save(&self, saved: &mut SavedModels) {
+        saved.fresh = self.fresh;
+        saved.probs.clear();
+        Self::for_each_used(&self.fresh, |r| {
+            if let Some(models) = self.probs.get(r) {
+                saved.probs.extend_from_slice(models);
+            }
+        });
+    }
+
+    /// Returns to the models `saved` holds: its parts restored, parts used since forgotten.
+    fn restore(&mut self, saved: &SavedModels) {
+        self.fresh = saved.fresh;
+        let mut from = 0;
+        let probs = &mut self.probs;
+        Self::for_each_used(&saved.fresh, |r| {
+            let len = r.len();
+            if let (Some(to), Some(src)) = (probs.get_mut(r), saved.probs.get(from..from + len)) {
+                to.copy_from_slice(src);
+            }
+            from += len;
+        });
+    }
+
+    /// [`Models::part`] for the flag and sign models.
+    #[inline(always)]
+    fn head(&mut self, ctx: Ctx) -> usize {
+        self.part(ctx, PART_HEAD, FLAG, 2)
+    }
+
+    /// [`Models::part`] for the mantissa models.
+    #[inline(always)]
+    fn mantissa(&mut self, ctx: Ctx) -> usize {
+        self.part(ctx, PART_MANTISSA, MANTISSA, PER_CTX - MANTISSA)
+    }
+
+    /// [`Models::part`] for the small-value tree of depth `levels`.
+    #[inline(always)]
+    fn small(&mut self, ctx: Ctx, levels: u32) -> usize {
+        self.part(
+            ctx,
+            PART_SMALL + levels,
+            SMALL + tree_slot(levels, 1),
+            1 << levels,
+        )
+    }
+
+    /// [`Models::part`] for the bit-length tree of depth `levels`.
+    #[inline(always)]
+    fn bucket(&mut self, ctx: Ctx, levels: u32) -> usize {
+        self.part(
+            ctx,
+            PART_BUCKET + levels,
+            BUCKET + tree_slot(levels, 1),
+            1 << levels,
+        )
+    }
 }
 
 impl Clone for Models {
     fn clone(&self) -> Self {
         let mut probs = Self::table();
         probs.copy_from_slice(&self.probs);
-        Self { probs }
+        Self {
+            probs,
+            fresh: self.fresh,
+        }
     }
 }
 
@@ -171,8 +296,8 @@ impl FieldCosts {
 pub struct ArithWriteStream {
     enc: RangeEncoder,
     models: Models,
-    undo: Vec<(u32, u16)>,
-    logging: bool,
+    /// The models as they stood at the open checkpoint, if any.
+    saved: Option<SavedModels>,
     costs: Option<Box<FieldCosts>>,
     costs_at_checkpoint: Option<Box<FieldCosts>>,
 }
@@ -181,7 +306,14 @@ pub struct ArithWriteStream {
 #[derive(Debug, Clone, Copy)]
 pub struct ArithCheckpoint {
     enc: EncoderCheckpoint,
-    undo_len: usize,
+}
+
+/// The parts of a model table a stream had used, copied at a checkpoint: restoring them (and forgetting the
+/// parts used since, which are reset on their next use) returns the models to the checkpoint.
+#[derive(Debug, Clone)]
+struct SavedModels {
+    fresh: [u16; Ctx::COUNT],
+    probs: Vec<u16>,
 }
 
 impl Default for ArithWriteStream {
@@ -196,8 +328,7 @@ impl ArithWriteStream {
         Self {
             enc: RangeEncoder::new(),
             models: Models::new(),
-            undo: Vec::new(),
-            logging: false,
+            saved: None,
             costs: None,
             costs_at_checkpoint: None,
         }
@@ -218,38 +349,37 @@ impl ArithWriteStream {
         self.enc.finished_len()
     }
 
-    /// Starts a tentative write: model updates are logged until [`ArithWriteStream::commit`] or
-    /// [`ArithWriteStream::rollback`].
+    /// Starts a tentative write, to be kept by [`ArithWriteStream::commit`] or undone by
+    /// [`ArithWriteStream::rollback`]: the models used so far are copied (a few hundred, not the table).
     pub fn checkpoint(&mut self) -> ArithCheckpoint {
-        self.logging = true;
+        let mut saved = self.saved.take().unwrap_or_else(|| SavedModels {
+            fresh: [0; Ctx::COUNT],
+            probs: Vec::new(),
+        });
+        self.models.save(&mut saved);
+        self.saved = Some(saved);
         if let Some(costs) = &self.costs {
             self.costs_at_checkpoint = Some(costs.clone());
         }
         ArithCheckpoint {
             enc: self.enc.checkpoint(),
-            undo_len: self.undo.len(),
         }
     }
 
     /// Keeps everything written since the checkpoint.
     pub fn commit(&mut self) {
-        self.logging = false;
-        self.undo.clear();
+        self.saved = None;
     }
 
     /// Undoes everything written since the checkpoint, models included.
     pub fn rollback(&mut self, c: ArithCheckpoint) {
         self.enc.rollback(c.enc);
-        while self.undo.len() > c.undo_len {
-            if let Some((i, p)) = self.undo.pop() {
-                self.models.probs[i as usize] = p;
-            }
+        if let Some(saved) = self.saved.take() {
+            self.models.restore(&saved);
         }
         if let Some(costs) = self.costs_at_checkpoint.take() {
             self.costs = Some(costs);
         }
-        self.logging = false;
-        self.undo.clear();
     }
 
     /// Flushes the coder and returns the bytes.
@@ -257,15 +387,16 @@ impl ArithWriteStream {
         self.enc.finish()
     }
 
-    #[inline]
+    /// Codes one decision under model `index`.
+    #[inline(always)]
     fn bit(&mut self, index: usize, bit: bool) {
-        if self.logging {
-            self.undo.push((index as u32, self.models.probs[index]));
-        }
+        let Some(p) = self.models.probs.get_mut(index) else {
+            return;
+        };
         if let Some(costs) = self.costs.as_deref_mut() {
-            costs.bits[index / PER_CTX] -= probability(self.models.probs[index], bit).log2();
+            costs.bits[index / PER_CTX] -= probability(*p, bit).log2();
         }
-        self.enc.encode_bit(&mut self.models.probs[index], bit);
+        self.enc.encode_bit(p, bit);
     }
 
     #[inline]
@@ -285,10 +416,10 @@ impl ArithWriteStream {
 
     fn value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
         self.name(ctx);
-        let c = ctx.slot() * PER_CTX;
         if max - min <= SMALL_SPAN {
             let x = (value - min) as u32;
             let levels = bit_length((max - min) as u64);
+            let c = self.models.small(ctx, levels);
             let mut node = 1usize;
             for i in (0..levels).rev() {
                 let b = (x >> i) & 1 != 0;
@@ -301,6 +432,7 @@ impl ArithWriteStream {
         let d = value - sh.base;
         let m = d.unsigned_abs();
         let k = bit_length(m);
+        let c = self.models.bucket(ctx, sh.levels);
         let mut node = 1usize;
         for i in (0..sh.levels).rev() {
             let b = (k >> i) & 1 != 0;
@@ -311,9 +443,11 @@ impl ArithWriteStream {
             return;
         }
         if sh.below && sh.above {
+            let c = self.models.head(ctx);
             self.bit(c + SIGN, d < 0);
         }
         if k >= 2 {
+            let c = self.models.mantissa(ctx);
             self.bit(c + MANTISSA + k as usize, (m >> (k - 2)) & 1 != 0);
         }
         if k >= 3 {
@@ -335,7 +469,8 @@ impl Stream for ArithWriteStream {
     #[inline]
     fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
         self.name(ctx);
-        self.bit(ctx.slot() * PER_CTX + FLAG, *value);
+        let c = self.models.head(ctx);
+        self.bit(c + FLAG, *value);
         Ok(())
     }
 
@@ -413,10 +548,15 @@ impl<'a> ArithReadStream<'a> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn bit(&mut self, index: usize) -> Result<bool, CodecError> {
-        let p0 = self.models.probs[index];
-        let bit = self.dec.decode_bit(&mut self.models.probs[index])?;
+        let p = self
+            .models
+            .probs
+            .get_mut(index)
+            .ok_or(CodecError::Invalid { field: "model" })?;
+        let p0 = *p;
+        let bit = self.dec.decode_bit(p)?;
         if let Some(costs) = self.costs.as_deref_mut() {
             costs.bits[index / PER_CTX] -= probability(p0, bit).log2();
         }
@@ -425,9 +565,9 @@ impl<'a> ArithReadStream<'a> {
 
     fn value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
         self.name(ctx);
-        let c = ctx.slot() * PER_CTX;
         if max - min <= SMALL_SPAN {
             let levels = bit_length((max - min) as u64);
+            let c = self.models.small(ctx, levels);
             let mut node = 1usize;
             for _ in 0..levels {
                 let b = self.bit(c + SMALL + tree_slot(levels, node))?;
@@ -440,6 +580,7 @@ impl<'a> ArithReadStream<'a> {
             return Ok(v);
         }
         let sh = shape(min, max);
+        let c = self.models.bucket(ctx, sh.levels);
         let mut node = 1usize;
         for _ in 0..sh.levels {
             let b = self.bit(c + BUCKET + tree_slot(sh.levels, node))?;
@@ -453,12 +594,14 @@ impl<'a> ArithReadStream<'a> {
             return Err(CodecError::Invalid { field: ctx.name });
         }
         let negative = if sh.below && sh.above {
+            let c = self.models.head(ctx);
             self.bit(c + SIGN)?
         } else {
             sh.below
         };
         let mut m = 1u64;
         if k >= 2 {
+            let c = self.models.mantissa(ctx);
             m = (m << 1) | u64::from(self.bit(c + MANTISSA + k as usize)?);
         }
         if k >= 3 {
@@ -486,7 +629,8 @@ impl Stream for ArithReadStream<'_> {
     #[inline]
     fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
         self.name(ctx);
-        *value = self.bit(ctx.slot() * PER_CTX + FLAG)?;
+        let c = self.models.head(ctx);
+        *value = self.bit(c + FLAG)?;
         Ok(())
     }
 
@@ -534,6 +678,49 @@ mod tests {
         .unwrap();
     }
 
+    /// Writes a fixed mix of fields under contexts `A` and `B`, skewed by `bias`, and returns the bytes.
+    fn mixed(bias: i32) -> Vec<u8> {
+        let mut w = ArithWriteStream::new();
+        for i in 0..200 {
+            w.int(A, &mut ((i * 7 + bias) % 9 - 4), -4, 4).unwrap();
+            w.int(A, &mut ((i * 13 + bias) % 5000 - 2500), -4096, 4095)
+                .unwrap();
+            w.bool(B, &mut ((i + bias) % 3 == 0)).unwrap();
+            w.bits(B, &mut ((i * 31 + bias) as u32 % 65536), 16)
+                .unwrap();
+        }
+        w.finish()
+    }
+
+    #[test]
+    fn a_pooled_table_codes_like_a_fresh_one() {
+        // A fresh thread: the first stream gets a newly allocated table, the later ones tables other streams
+        // skewed; the bytes and the decoded values must not depend on which.
+        std::thread::spawn(|| {
+            let fresh = mixed(0);
+            for bias in 1..6 {
+                let _ = mixed(bias * 1000 + 3);
+                assert_eq!(mixed(0), fresh);
+                let other = mixed(bias);
+                let mut r = ArithReadStream::new(&other).unwrap();
+                for i in 0..200 {
+                    let (mut a, mut b, mut f, mut raw) = (0, 0, false, 0);
+                    r.int(A, &mut a, -4, 4).unwrap();
+                    r.int(A, &mut b, -4096, 4095).unwrap();
+                    r.bool(B, &mut f).unwrap();
+                    r.bits(B, &mut raw, 16).unwrap();
+                    assert_eq!(a, (i * 7 + bias) % 9 - 4);
+                    assert_eq!(b, (i * 13 + bias) % 5000 - 2500);
+                    assert_eq!(f, (i + bias) % 3 == 0);
+                    assert_eq!(raw, (i * 31 + bias) as u32 % 65536);
+                }
+                r.finish().unwrap();
+            }
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn small_deltas_cost_less_than_bitpacking() {
         let mut a = ArithWriteStream::new();
@@ -559,16 +746,26 @@ mod tests {
         let c = w.checkpoint();
         for _ in 0..50 {
             w.int(A, &mut 7, -10, 10).unwrap();
+            // A context first used after the checkpoint must be fresh again after the rollback.
+            w.int(B, &mut 900, -1000, 1000).unwrap();
+            w.bool(B, &mut true).unwrap();
         }
         w.rollback(c);
         w.int(A, &mut -2, -10, 10).unwrap();
+        w.int(B, &mut -5, -1000, 1000).unwrap();
+        w.bool(B, &mut false).unwrap();
         let bytes = w.finish();
         let mut r = ArithReadStream::new(&bytes).unwrap();
-        let mut x = 0;
+        let (mut x, mut f) = (0, true);
         r.int(A, &mut x, -10, 10).unwrap();
         assert_eq!(x, 3);
         r.int(A, &mut x, -10, 10).unwrap();
         assert_eq!(x, -2);
+        r.int(B, &mut x, -1000, 1000).unwrap();
+        assert_eq!(x, -5);
+        r.bool(B, &mut f).unwrap();
+        assert!(!f);
+        r.finish().unwrap();
     }
 
     #[test]

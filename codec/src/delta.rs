@@ -194,6 +194,20 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
     baseline: Option<&T>,
     prediction: Option<&T>,
 ) -> Result<(), CodecError> {
+    serialize_entry_lazy(s, config, value, path, baseline, || prediction.copied())
+}
+
+/// [`serialize_entry`] with the prediction computed only when the entry needs it (not for an unchanged entry,
+/// most of a packet): `prediction()` must return what `T::predict` from the baseline does.
+#[inline]
+pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
+    s: &mut S,
+    config: &T::Config,
+    value: &mut T,
+    path: &mut DeltaPath,
+    baseline: Option<&T>,
+    prediction: impl FnOnce() -> Option<T>,
+) -> Result<(), CodecError> {
     let Some(base) = baseline else {
         if !S::READING && *path != DeltaPath::Absolute {
             return Err(CodecError::Invalid {
@@ -211,6 +225,8 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
         *value = *base;
         return Ok(());
     }
+    let predicted = prediction();
+    let prediction = predicted.as_ref();
     if let Some(p) = prediction {
         let mut perfect = *path == DeltaPath::Predicted;
         s.bool(PERFECT[class], &mut perfect)?;

@@ -10,7 +10,7 @@
 use crate::arith::{ArithReadStream, ArithWriteStream, FieldCosts};
 use crate::baseline::{AckTracker, MAX_BASELINE_OFFSET, ReceiveHistory};
 use crate::bitpack::{BitReadStream, BitWriteStream};
-use crate::delta::{DeltaPath, DeltaState, plan, serialize_entry};
+use crate::delta::{DeltaPath, DeltaState, plan, serialize_entry, serialize_entry_lazy};
 use crate::error::CodecError;
 use crate::header::{Backend, HEADER_BYTES, PacketHeader, serialize_header};
 use crate::quant::bits_for;
@@ -659,7 +659,6 @@ fn read_section_entries<S: Stream, T: DeltaState>(
         let mut has = false;
         s.bool(HAS_BASELINE, &mut has)?;
         let mut baseline = None;
-        let mut prediction = None;
         if has {
             let mut same = false;
             s.bool(SAME_OFFSET, &mut same)?;
@@ -677,18 +676,17 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                 object: id,
                 sequence: named,
             })?;
-            prediction = T::predict(config, &b.state, frame.wrapping_sub(b.frame));
-            baseline = Some(b.state);
+            baseline = Some((b.state, frame.wrapping_sub(b.frame)));
         }
         let mut state = T::default();
         let mut path = DeltaPath::Absolute;
-        serialize_entry(
+        serialize_entry_lazy(
             s,
             config,
             &mut state,
             &mut path,
-            baseline.as_ref(),
-            prediction.as_ref(),
+            baseline.as_ref().map(|(b, _)| b),
+            || baseline.and_then(|(b, frames)| T::predict(config, &b, frames)),
         )?;
         out.push((id, state));
     }

@@ -45,6 +45,8 @@ const SLOT: Ctx = Ctx::user(23, "slot");
 const FILL: Ctx = Ctx::user(24, "input fill");
 const COUNT: Ctx = Ctx::user(25, "cube count");
 const SIGHT: Ctx = Ctx::user(54, "sighting");
+const YAW_CHANGE: Ctx = Ctx::user(48, "yaw change");
+const PITCH_CHANGE: Ctx = Ctx::user(49, "pitch change");
 
 /// Position residual buckets: per-axis bounds of the small, medium and large residuals, in position steps.
 const POSITION_BUCKETS: [i32; 3] = [31, 511, 8191];
@@ -112,6 +114,38 @@ fn view<S: Stream>(s: &mut S, yaw: &mut u16, pitch: &mut i16) -> Result<(), Code
     let mut p = u32::from(*pitch as u16);
     s.bits(PITCH, &mut p, 16)?;
     *pitch = p as u16 as i16;
+    Ok(())
+}
+
+/// The view against a reference view: one bit when unchanged, else each angle's wrapping change (a turn of a few
+/// degrees costs a few bits, not the angle's sixteen).
+fn view_residual<S: Stream>(
+    s: &mut S,
+    yaw: &mut u16,
+    pitch: &mut i16,
+    reference: (u16, i16),
+) -> Result<(), CodecError> {
+    let mut angles = (*yaw, *pitch);
+    changed_group(s, &mut angles, &reference, |s, a| {
+        let mut dy = i32::from(a.0.wrapping_sub(reference.0) as i16);
+        s.int(
+            YAW_CHANGE,
+            &mut dy,
+            i32::from(i16::MIN),
+            i32::from(i16::MAX),
+        )?;
+        let mut dp = i32::from(a.1.wrapping_sub(reference.1));
+        s.int(
+            PITCH_CHANGE,
+            &mut dp,
+            i32::from(i16::MIN),
+            i32::from(i16::MAX),
+        )?;
+        a.0 = reference.0.wrapping_add(dy as i16 as u16);
+        a.1 = reference.1.wrapping_add(dp as i16);
+        Ok(())
+    })?;
+    (*yaw, *pitch) = angles;
     Ok(())
 }
 
@@ -193,11 +227,12 @@ impl DeltaState for LocalPlayerSnap {
         let r = &reference.state;
         let v = &mut value.state;
         position_residual(s, &mut v.motion.position, &r.motion.position)?;
-        let mut angles = (v.motion.yaw, v.motion.pitch);
-        changed_group(s, &mut angles, &(r.motion.yaw, r.motion.pitch), |s, a| {
-            view(s, &mut a.0, &mut a.1)
-        })?;
-        (v.motion.yaw, v.motion.pitch) = angles;
+        view_residual(
+            s,
+            &mut v.motion.yaw,
+            &mut v.motion.pitch,
+            (r.motion.yaw, r.motion.pitch),
+        )?;
         changed_group(s, &mut v.motion, &r.motion, motion_rest)?;
         changed_group(s, &mut v.weapon, &r.weapon, weapon)?;
         changed_group(s, &mut v.vitals, &r.vitals, vitals)?;
@@ -264,11 +299,12 @@ impl DeltaState for RemotePlayerSnap {
         reference: &Self,
     ) -> Result<(), CodecError> {
         position_residual(s, &mut value.position, &reference.position)?;
-        let mut angles = (value.yaw, value.pitch);
-        changed_group(s, &mut angles, &(reference.yaw, reference.pitch), |s, a| {
-            view(s, &mut a.0, &mut a.1)
-        })?;
-        (value.yaw, value.pitch) = angles;
+        view_residual(
+            s,
+            &mut value.yaw,
+            &mut value.pitch,
+            (reference.yaw, reference.pitch),
+        )?;
         s.bool(FLAG, &mut value.alive)?;
         changed_group(s, &mut value.score, &reference.score, score)
     }
@@ -429,14 +465,35 @@ pub fn encode_snapshot(
     baseline: Option<&Snapshot>,
     try_range_coder: bool,
 ) -> Result<EncodedSnapshot, WireError> {
+    let bits = snapshot_bits(cube_config, snapshot, baseline)?;
+    encode_snapshot_sized(
+        sequence,
+        cube_config,
+        snapshot,
+        baseline,
+        try_range_coder,
+        bits,
+    )
+}
+
+/// [`encode_snapshot`] for a caller that has already measured the snapshot's bit-packed body
+/// ([`snapshot_bits`] against the same baseline): `bitpack_bits`. A server fitting each snapshot to its byte
+/// budget measures it anyway, so the snapshot is not measured twice.
+pub fn encode_snapshot_sized(
+    sequence: u16,
+    cube_config: &StateConfig,
+    snapshot: &Snapshot,
+    baseline: Option<&Snapshot>,
+    try_range_coder: bool,
+    bitpack_bits: u64,
+) -> Result<EncodedSnapshot, WireError> {
     let baseline = usable_baseline(snapshot, baseline);
-    let mut measure = physync_codec::MeasureStream::new();
-    let mut as_read = snapshot.clone();
-    serialize_body(&mut measure, cube_config, &mut as_read, baseline)?;
-    let bitpack_len = wire::HEADER_BYTES + measure.bits_counted().div_ceil(8) as usize;
+    let bitpack_len = wire::HEADER_BYTES + bitpack_bits.div_ceil(8) as usize;
+    let mut as_read = None;
     let arith = if try_range_coder {
         wire::write_arith_packet(PacketKind::Snapshot, sequence, (0, 0), |s| {
-            write_snapshot(s, cube_config, snapshot, baseline).map(drop)
+            as_read = Some(write_snapshot(s, cube_config, snapshot, baseline)?);
+            Ok(())
         })
     } else {
         Err(WireError::TooLarge(0))
@@ -445,11 +502,13 @@ pub fn encode_snapshot(
         Ok(bytes) if bytes.len() <= bitpack_len => (bytes, physync_codec::Backend::Arith),
         _ => (
             wire::write_packet(PacketKind::Snapshot, sequence, (0, 0), |s| {
-                write_snapshot(s, cube_config, snapshot, baseline).map(drop)
+                as_read = Some(write_snapshot(s, cube_config, snapshot, baseline)?);
+                Ok(())
             })?,
             physync_codec::Backend::Bitpack,
         ),
     };
+    let as_read = as_read.ok_or(WireError::TooLarge(0))?;
     Ok(EncodedSnapshot {
         bytes,
         as_read,
@@ -652,6 +711,41 @@ mod tests {
         let mut r = BitReadStream::new(&bytes);
         let decoded = read_snapshot(&mut r, &config, |t| base.filter(|b| b.tick == t)).unwrap();
         (bytes.len(), decoded)
+    }
+
+    #[test]
+    fn a_small_turn_costs_a_few_bits_and_turns_wrap() {
+        let base = RemotePlayerSnap {
+            position: [100, 200, 300],
+            yaw: 65_500,
+            pitch: -30,
+            alive: true,
+            score: ScoreLine::default(),
+        };
+        let turned = RemotePlayerSnap {
+            yaw: 40,
+            pitch: -25,
+            ..base
+        };
+        // Forty times a 76-step turn across the wrap and a 5-step nod, range-coded: well under the 32 bits a
+        // residual spent sending both angles whole.
+        let mut w = physync_codec::arith::ArithWriteStream::new();
+        for _ in 0..40 {
+            let mut v = turned;
+            RemotePlayerSnap::serialize_residual(&mut w, &(), &mut v, &base).unwrap();
+        }
+        let bytes = w.finish().len();
+        assert!(bytes * 8 <= 40 * 20, "{bytes} bytes for 40 small turns");
+        for (value, reference) in [(turned, base), (base, turned)] {
+            let mut w = BitWriteStream::new();
+            let mut v = value;
+            RemotePlayerSnap::serialize_residual(&mut w, &(), &mut v, &reference).unwrap();
+            let bytes = w.finish();
+            let mut r = BitReadStream::new(&bytes);
+            let mut read = RemotePlayerSnap::default();
+            RemotePlayerSnap::serialize_residual(&mut r, &(), &mut read, &reference).unwrap();
+            assert_eq!(read, value);
+        }
     }
 
     #[test]

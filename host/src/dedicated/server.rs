@@ -21,7 +21,7 @@ use physync_engine::shooter_net::events::{MAX_EVENT_AGE, MAX_EVENTS};
 use physync_engine::shooter_net::match_data::{chunks, data_hash};
 use physync_engine::shooter_net::messages::{ConnectRequest, MatchDataChunk};
 use physync_engine::shooter_net::snapshot::{
-    MAX_BASELINE_AGE, MAX_SLOTS, encode_snapshot, fresh_bits, snapshot_bits,
+    MAX_BASELINE_AGE, MAX_SLOTS, encode_snapshot, encode_snapshot_sized, fresh_bits, snapshot_bits,
 };
 use physync_engine::shooter_net::wire::{HEADER_BYTES, read_packet};
 use physync_engine::shooter_net::{
@@ -1041,7 +1041,7 @@ impl DedicatedServer {
                 cubes: cube_sightings,
                 events,
             };
-            let trimmed = fit_budget(
+            let (trimmed, measured) = fit_budget(
                 &mut snapshot,
                 baseline,
                 &cube_config,
@@ -1067,12 +1067,18 @@ impl DedicatedServer {
             c.priority.mark_sent(&sent_ids);
             let has_baseline = baseline.is_some();
             let range_coder = self.config.range_coder;
-            let encoded = match encode_snapshot(
-                tick as u16,
-                &cube_config,
-                &snapshot,
-                baseline,
-                range_coder,
+            let encoded = match measured.map_or_else(
+                || encode_snapshot(tick as u16, &cube_config, &snapshot, baseline, range_coder),
+                |bits| {
+                    encode_snapshot_sized(
+                        tick as u16,
+                        &cube_config,
+                        &snapshot,
+                        baseline,
+                        range_coder,
+                        bits,
+                    )
+                },
             ) {
                 Ok(encoded) => encoded,
                 Err(error) => {
@@ -1148,16 +1154,19 @@ struct Involved {
 }
 
 /// Holds back the lowest-priority players and cubes until the snapshot fits `budget_bits` (the local player,
-/// the events and the most urgent entity always go). Returns how many entities were held.
+/// the events and the most urgent entity always go). Returns how many entities were held, and the snapshot's
+/// bit-packed size when it fitted untouched (what the encoder would otherwise measure again).
 fn fit_budget(
     snapshot: &mut Snapshot,
     baseline: Option<&Snapshot>,
     cube_config: &StateConfig,
     priority: &PriorityAccumulator,
     budget_bits: u64,
-) -> u64 {
-    if snapshot_bits(cube_config, snapshot, baseline).is_ok_and(|bits| bits <= budget_bits) {
-        return 0;
+) -> (u64, Option<u64>) {
+    if let Ok(bits) = snapshot_bits(cube_config, snapshot, baseline)
+        && bits <= budget_bits
+    {
+        return (0, Some(bits));
     }
     let mut skeleton = snapshot.clone();
     for r in skeleton.remotes.iter_mut().filter(|r| r.fresh().is_some()) {
@@ -1167,7 +1176,7 @@ fn fit_budget(
         *c = Sighting::Held(None);
     }
     let Ok(mut total) = snapshot_bits(cube_config, &skeleton, baseline) else {
-        return 0;
+        return (0, None);
     };
     let mut held = 0;
     let mut sent_one = false;
@@ -1200,5 +1209,5 @@ fn fit_budget(
             held += 1;
         }
     }
-    held
+    (held, None)
 }
