@@ -8,6 +8,7 @@
 //! `cargo run --release -p physync-examples --bin soak -- --json [--minutes 30]`
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
@@ -113,18 +114,20 @@ fn peer_soak(minutes: f64, seed: u64) -> RunReport {
     let started = Instant::now();
     let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).expect("table host");
     let mut sim = SessionSim::new_secure(host, link(), seed, None).expect("link");
-    let mut bots = Vec::new();
+    // The bots of the guests present, by guest index (a departed guest's bot goes with it).
+    let mut bots = BTreeMap::new();
     let mut live_guests: Vec<usize> = Vec::new();
-    let add = |sim: &mut SessionSim<PeerHost, PeerGuest>, bots: &mut Vec<Bot>, n: u64| {
-        let i = sim
-            .add_guest(PeerGuest::new(GuestConfig::new(
-                host_addr(),
-                seed * 1000 + n,
-            )))
-            .expect("guest");
-        bots.push(Bot::new(BotKind::Thrower, seed + n));
-        i
-    };
+    let add =
+        |sim: &mut SessionSim<PeerHost, PeerGuest>, bots: &mut BTreeMap<usize, Bot>, n: u64| {
+            let i = sim
+                .add_guest(PeerGuest::new(GuestConfig::new(
+                    host_addr(),
+                    seed * 1000 + n,
+                )))
+                .expect("guest");
+            bots.insert(i, Bot::new(BotKind::Thrower, seed + n));
+            i
+        };
     for n in 0..3 {
         live_guests.push(add(&mut sim, &mut bots, n));
     }
@@ -138,8 +141,8 @@ fn peer_soak(minutes: f64, seed: u64) -> RunReport {
             until,
             |_, _| {},
             |i, now, g| {
-                if let Some(s) = g.session_mut() {
-                    bots[i].act(now, s);
+                if let (Some(s), Some(bot)) = (g.session_mut(), bots.get_mut(&i)) {
+                    bot.act(now, s);
                 }
             },
         )
@@ -156,6 +159,7 @@ fn peer_soak(minutes: f64, seed: u64) -> RunReport {
             let t = sim.now() + Duration::from_secs(1);
             sim.run_idle_until(t).expect("run");
             sim.remove_guest(leaving);
+            bots.remove(&leaving);
             churned += 1;
             live_guests.push(add(&mut sim, &mut bots, 3 + churned));
             next_churn += CHURN;
@@ -263,8 +267,11 @@ fn dedicated_soak(minutes: f64, seed: u64) -> RunReport {
         }
         now = now.max(next.min(stop_at));
         server.pump(&mut net, now).expect("server");
+        while server.server_mut().poll_event().is_some() {}
         for c in clients.iter_mut().flatten() {
             c.pump(&mut net, now, |_, _| None).expect("client");
+            // A game takes its client's events (shots, hits, kills) every frame.
+            while c.client_mut().poll_event().is_some() {}
         }
         if after_warmup.is_none() && now >= WARMUP {
             after_warmup = Some(live());
