@@ -414,9 +414,8 @@ fn silent_sessions_close_and_keepalives_hold_live_ones() {
 fn used_cookies_and_tokens_are_forgotten_at_their_expiry() {
     for mode in MODES {
         let mut s = server(mode);
-        let mut now = Duration::ZERO;
         for i in 0..40u8 {
-            now = Duration::from_secs(5 * u64::from(i));
+            let now = Duration::from_secs(5 * u64::from(i));
             s.handle_timeout(now);
             while s.poll_transmit().is_some() {}
             let at = SocketAddr::from(([10, 0, 1, i + 1], 5000));
@@ -424,7 +423,7 @@ fn used_cookies_and_tokens_are_forgotten_at_their_expiry() {
             connect(&mut s, &mut c, at, now);
         }
         // Past every token's expiry (300 s) and every session's silence timeout, one more client comes.
-        now = Duration::from_secs(400);
+        let now = Duration::from_secs(400);
         s.handle_timeout(now);
         while s.poll_transmit().is_some() {}
         let auth = match mode {

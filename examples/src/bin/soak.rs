@@ -1,11 +1,12 @@
 //! Long runs on simulated time, measuring what they leave behind: a 4-player peer session behind the connection
 //! layer where a guest leaves and a new one joins every 10 s, and a dedicated match of 4 clients where one goes
 //! silent and comes back (a reconnect from a new address with a new token) every 10 s. A counting allocator
-//! measures live heap bytes: `memory_growth_ratio` is live bytes at the end over live bytes after a warm-up
-//! (goal ≤ 1.05). `leaked` counts players, slots and connection sessions still held for peers that are gone,
-//! after a settle longer than every timeout (goal 0).
+//! measures live heap bytes, sampled right before every churn (the same point of each cycle, every bot playing):
+//! `memory_growth_ratio` is the last sample of the run over the first one after a warm-up (goal ≤ 1.05); the peak
+//! sample and the bytes after the settle are printed beside it. `leaked` counts players, slots and connection
+//! sessions still held for peers that are gone, after a settle longer than every timeout (goal 0).
 //!
-//! `cargo run --release -p physync-examples --bin soak -- --json [--minutes 30]`
+//! `cargo run --release -p physync-examples --bin soak -- --json [--minutes 30] [--churn-s 10] [--warmup-s 60]`
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
@@ -69,6 +70,12 @@ struct Args {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Seconds between two churns (a guest leaving and another joining; a client dying).
+    #[arg(long, default_value_t = 10.0)]
+    churn_s: f64,
+    /// Seconds of warm-up before the start figure of `memory_growth_ratio` is taken.
+    #[arg(long, default_value_t = 60.0)]
+    warmup_s: f64,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -81,6 +88,8 @@ struct RunReport {
     churned: u64,
     live_bytes_after_warmup: i64,
     live_bytes_end: i64,
+    live_bytes_peak: i64,
+    live_bytes_after_settle: i64,
     memory_growth_ratio: f64,
     leaked: u64,
     leaked_detail: String,
@@ -94,8 +103,6 @@ struct Summary {
     leaked: u64,
 }
 
-const CHURN: Duration = Duration::from_secs(10);
-const WARMUP: Duration = Duration::from_secs(60);
 /// Longer than every timeout and grace period, so whatever is still held at the end is held for good.
 const SETTLE: Duration = Duration::from_secs(40);
 /// How long a dedicated client whose process died takes to come back (past the server's 3 s client timeout).
@@ -110,7 +117,10 @@ fn link() -> LinkConfig {
     )
 }
 
-fn peer_soak(minutes: f64, seed: u64) -> RunReport {
+fn peer_soak(args: &Args) -> RunReport {
+    let (minutes, seed) = (args.minutes, args.seed);
+    let churn = Duration::from_secs_f64(args.churn_s);
+    let warmup = Duration::from_secs_f64(args.warmup_s);
     let started = Instant::now();
     let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).expect("table host");
     let mut sim = SessionSim::new_secure(host, link(), seed, None).expect("link");
@@ -132,8 +142,8 @@ fn peer_soak(minutes: f64, seed: u64) -> RunReport {
         live_guests.push(add(&mut sim, &mut bots, n));
     }
     let end = Duration::from_secs_f64(minutes * 60.0);
-    let mut next_churn = CHURN;
-    let mut after_warmup = None;
+    let mut next_churn = churn;
+    let mut samples = LiveSamples::default();
     let mut churned = 0u64;
     while sim.now() < end {
         let until = next_churn.min(end);
@@ -147,8 +157,8 @@ fn peer_soak(minutes: f64, seed: u64) -> RunReport {
             },
         )
         .expect("run");
-        if after_warmup.is_none() && sim.now() >= WARMUP {
-            after_warmup = Some(live());
+        if sim.now() >= next_churn || sim.now() >= end {
+            samples.take(sim.now() >= warmup);
         }
         if sim.now() >= next_churn && sim.now() < end {
             // The oldest guest leaves (and is gone a second later); a new one joins.
@@ -162,7 +172,7 @@ fn peer_soak(minutes: f64, seed: u64) -> RunReport {
             bots.remove(&leaving);
             churned += 1;
             live_guests.push(add(&mut sim, &mut bots, 3 + churned));
-            next_churn += CHURN;
+            next_churn += churn;
         }
     }
     let t = sim.now() + SETTLE;
@@ -175,7 +185,7 @@ fn peer_soak(minutes: f64, seed: u64) -> RunReport {
         started,
         sim.now(),
         churned,
-        after_warmup,
+        &samples,
         leaked,
         format!(
             "host players {players}, connection sessions {sessions}, guests present {expected}"
@@ -183,29 +193,55 @@ fn peer_soak(minutes: f64, seed: u64) -> RunReport {
     )
 }
 
+/// Live heap bytes sampled at the same point of every churn cycle (right before the churn, while every bot plays),
+/// so the start and end figures compare like with like; the settle, with bots idle, is reported apart.
+#[derive(Debug, Default)]
+struct LiveSamples {
+    after_warmup: Option<i64>,
+    last: i64,
+    peak: i64,
+}
+
+impl LiveSamples {
+    /// Samples now; samples before the warm-up ends only set nothing.
+    fn take(&mut self, warmed_up: bool) {
+        if !warmed_up {
+            return;
+        }
+        let now = live();
+        self.after_warmup.get_or_insert(now);
+        self.last = now;
+        self.peak = self.peak.max(now);
+    }
+}
+
 fn report(
     started: Instant,
     simulated: Duration,
     churned: u64,
-    after_warmup: Option<i64>,
+    samples: &LiveSamples,
     leaked: u64,
     leaked_detail: String,
 ) -> RunReport {
-    let end = live();
-    let warm = after_warmup.unwrap_or(end).max(1);
+    let warm = samples.after_warmup.unwrap_or(samples.last).max(1);
     RunReport {
         simulated_s: simulated.as_secs_f64(),
         wall_s: started.elapsed().as_secs_f64(),
         churned,
         live_bytes_after_warmup: warm,
-        live_bytes_end: end,
-        memory_growth_ratio: end as f64 / warm as f64,
+        live_bytes_end: samples.last,
+        live_bytes_peak: samples.peak,
+        live_bytes_after_settle: live(),
+        memory_growth_ratio: samples.last as f64 / warm as f64,
         leaked,
         leaked_detail,
     }
 }
 
-fn dedicated_soak(minutes: f64, seed: u64) -> RunReport {
+fn dedicated_soak(args: &Args) -> RunReport {
+    let (minutes, seed) = (args.minutes, args.seed);
+    let churn = Duration::from_secs_f64(args.churn_s);
+    let warmup = Duration::from_secs_f64(args.warmup_s);
     let started = Instant::now();
     let server_addr = SocketAddr::from(([10, 0, 0, 1], 40_000));
     let mut net = MemoryNetwork::new(link(), seed).expect("link");
@@ -247,10 +283,11 @@ fn dedicated_soak(minutes: f64, seed: u64) -> RunReport {
     for i in 0..4 {
         clients.push(Some(join(&mut net, now, &format!("p{i}"))));
     }
-    let mut next_churn = CHURN;
+    let mut next_churn = churn;
     let mut rejoin: Option<(Duration, usize)> = None;
-    let mut after_warmup = None;
+    let mut samples = LiveSamples::default();
     let mut churned = 0u64;
+    let mut sampled_end = false;
     let stop_at = end + SETTLE;
     while now < stop_at {
         let mut next = server.next_deadline();
@@ -273,8 +310,9 @@ fn dedicated_soak(minutes: f64, seed: u64) -> RunReport {
             // A game takes its client's events (shots, hits, kills) every frame.
             while c.client_mut().poll_event().is_some() {}
         }
-        if after_warmup.is_none() && now >= WARMUP {
-            after_warmup = Some(live());
+        if (now >= next_churn && rejoin.is_none()) || (now >= end && !sampled_end) {
+            samples.take(now >= warmup);
+            sampled_end = now >= end;
         }
         if let Some((t, k)) = rejoin
             && now >= t
@@ -291,7 +329,7 @@ fn dedicated_soak(minutes: f64, seed: u64) -> RunReport {
             }
             rejoin = Some((now + REJOIN_AFTER, k));
             churned += 1;
-            next_churn += CHURN;
+            next_churn += churn;
         }
     }
     let connected = server.server().connected() as u64;
@@ -304,7 +342,7 @@ fn dedicated_soak(minutes: f64, seed: u64) -> RunReport {
         started,
         now,
         churned,
-        after_warmup,
+        &samples,
         leaked,
         format!(
             "connected {connected}, players in world {in_world}, connection sessions {sessions}, clients present {expected}"
@@ -314,8 +352,8 @@ fn dedicated_soak(minutes: f64, seed: u64) -> RunReport {
 
 fn main() {
     let args = Args::parse();
-    let peer = peer_soak(args.minutes, args.seed);
-    let dedicated = dedicated_soak(args.minutes, args.seed);
+    let peer = peer_soak(&args);
+    let dedicated = dedicated_soak(&args);
     let summary = Summary {
         memory_growth_ratio: peer.memory_growth_ratio.max(dedicated.memory_growth_ratio),
         leaked: peer.leaked + dedicated.leaked,
