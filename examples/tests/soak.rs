@@ -16,6 +16,8 @@ fn a_short_soak_holds_nothing_for_departed_peers_and_stays_flat() {
             "8",
             "--warmup-s",
             "30",
+            "--window-s",
+            "20",
             "--json",
         ])
         .output()
