@@ -217,11 +217,13 @@ struct LiveSamples {
 
 impl LiveSamples {
     fn new(args: &Args, end: Duration) -> Self {
+        // Room for every sample up front, so the samples themselves do not grow the heap during the run.
+        let cycles = (end.as_secs_f64() / args.churn_s.max(0.1)) as usize + 2;
         Self {
             warmup: Duration::from_secs_f64(args.warmup_s),
             window: Duration::from_secs_f64(args.window_s),
             end,
-            samples: Vec::new(),
+            samples: Vec::with_capacity(cycles),
         }
     }
 
@@ -345,7 +347,7 @@ fn dedicated_soak(args: &Args) -> RunReport {
             // A game takes its client's events (shots, hits, kills) every frame.
             while c.client_mut().poll_event().is_some() {}
         }
-        if (now >= next_churn && rejoin.is_none()) || (now >= end && !sampled_end) {
+        if (now >= next_churn && now < end && rejoin.is_none()) || (now >= end && !sampled_end) {
             samples.take(now);
             sampled_end = now >= end;
         }
