@@ -78,8 +78,9 @@ impl<T: Copy> AckTracker<T> {
         slot.sequence = sequence;
         slot.frame = frame;
         slot.live = true;
-        slot.states.clear();
-        slot.states.extend(states);
+        // Each slot holds exactly what its packet carried (a `Vec` handed in is taken over as it is): a slot that
+        // kept the largest capacity it ever needed would make a long session's memory creep with every new record.
+        slot.states = states.into_iter().collect();
     }
 
     /// Processes the ack fields of a header from the other side: every newly acked packet's states become their

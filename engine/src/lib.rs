@@ -45,6 +45,7 @@
 #![warn(missing_docs)]
 
 pub mod connection;
+pub mod digest;
 pub mod link;
 pub mod mode;
 pub mod replica;

@@ -7,8 +7,11 @@ use std::time::Duration;
 
 use clap::Args;
 use physync_engine::connection::{ClientPhase, CloseReason, ConnectionStats, Endpoint};
-use physync_engine::session::udp::{bind_peer_guest, linger, pump_udp};
+use physync_engine::digest::{DigestCounters, digest_hex};
+use physync_engine::session::controls::PlayerControls;
+use physync_engine::session::udp::{bind_peer_guest, pump_udp, run_udp};
 use physync_engine::transport::{DriverConfig, LaminarDriver, TransportError};
+use physync_engine::world::avatar::Hand;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -16,8 +19,24 @@ use serde::Serialize;
 use crate::bots::{Bot, BotKind};
 use crate::peer::{EndReason, GuestConfig, GuestCounters, GuestDrops, GuestLinkReport, PeerGuest};
 
-/// How long the guest keeps pumping after saying goodbye.
+/// Shortest time the guest keeps pumping after saying goodbye.
 const LINGER: Duration = Duration::from_millis(300);
+/// Longest: past this a leave the host never heard is left to its timeout.
+const MAX_LINGER: Duration = Duration::from_secs(2);
+
+/// How long to linger after leaving on a link with round trip `rtt`: four round trips, so the leave, repeated
+/// every half round trip ([`leave_repeat`]), reaches the host through a few percent of loss (laminar resends a
+/// lost reliable message only once 32 newer ones are acknowledged, which a guest that is leaving never sends).
+pub fn leave_linger(rtt: Option<Duration>) -> Duration {
+    rtt.map_or(LINGER, |r| (4 * r).clamp(LINGER, MAX_LINGER))
+}
+
+/// How often the leave is repeated while lingering: every half round trip, at most every 20 ms.
+pub fn leave_repeat(rtt: Option<Duration>) -> Duration {
+    rtt.map_or(Duration::from_millis(50), |r| {
+        (r / 2).max(Duration::from_millis(20))
+    })
+}
 
 /// Arguments of the peer guest.
 #[derive(Debug, Clone, Args)]
@@ -34,6 +53,10 @@ pub struct PeerGuestArgs {
     /// Seconds to play before leaving.
     #[arg(long, default_value_t = 30.0)]
     pub seconds: f64,
+    /// Seconds before leaving during which the bot lets go and stays still, so the world comes to rest and the
+    /// digest printed at exit can be compared with the host's.
+    #[arg(long, default_value_t = 0.0)]
+    pub settle: f64,
     /// Seed of the bot and the join nonce (default: from the clock).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -64,6 +87,10 @@ pub struct GuestSummary {
     pub drops: GuestDrops,
     /// The connection layer: handshake and datagrams dropped by kind.
     pub connection: Option<ConnectionStats>,
+    /// The world's digest at exit (16 hex digits), once joined: once everything rests, equal to the host's.
+    pub digest: Option<String>,
+    /// The desync detector: digest pages exchanged, and resting objects found disagreeing with the host.
+    pub digests: DigestCounters,
 }
 
 /// Why the guest could not run.
@@ -117,6 +144,7 @@ pub fn run_peer_guest(args: &PeerGuestArgs) -> Result<(GuestSummary, bool), RunE
     let mut driver = bind_peer_guest(args.bind, DriverConfig::default(), args.connect, join_code)?;
     tracing::info!(local = %driver.local_addr(), host = %args.connect, bot = %args.bot, "joining");
     let until = Duration::from_secs_f64(args.seconds);
+    let settle_from = Duration::from_secs_f64((args.seconds - args.settle).max(0.0));
     let mut next_status = Duration::from_secs(1);
     let handshake_failed = |driver: &LaminarDriver| {
         driver.connection().and_then(Endpoint::client_phase)
@@ -125,7 +153,12 @@ pub fn run_peer_guest(args: &PeerGuestArgs) -> Result<(GuestSummary, bool), RunE
     loop {
         let wait = pump_udp(&mut driver, &mut guest, |now, g| {
             if let Some(s) = g.session_mut() {
-                bot.act(now, s);
+                if now < settle_from {
+                    bot.act(now, s);
+                } else {
+                    s.release(Hand::Left);
+                    s.release(Hand::Right);
+                }
             }
         })?;
         let now = driver.now();
@@ -141,8 +174,26 @@ pub fn run_peer_guest(args: &PeerGuestArgs) -> Result<(GuestSummary, bool), RunE
     let handshake_failed = handshake_failed(&driver);
     let ours = guest.end_reason().is_none();
     if ours {
+        let rtt = guest
+            .session()
+            .and_then(|s| s.link_report(guest.now()).rtt_ms)
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0));
         guest.leave();
-        linger(&mut driver, &mut guest, LINGER)?;
+        let until = driver.now() + leave_linger(rtt);
+        let repeat = leave_repeat(rtt);
+        let mut next_leave = driver.now() + repeat;
+        run_udp(
+            &mut driver,
+            &mut guest,
+            |_, _| {},
+            |now, g| {
+                if now >= next_leave {
+                    g.repeat_leave();
+                    next_leave = now + repeat;
+                }
+                now < until
+            },
+        )?;
     }
     let now = guest.now();
     let ended = if handshake_failed && guest.session().is_none() {
@@ -159,6 +210,8 @@ pub fn run_peer_guest(args: &PeerGuestArgs) -> Result<(GuestSummary, bool), RunE
         counters: guest.session().map(|s| *s.counters()),
         drops: *guest.drops(),
         connection: driver.connection_stats().copied(),
+        digest: guest.digest().1.map(digest_hex),
+        digests: *guest.digest().0.counters(),
     };
     Ok((summary, ours && !handshake_failed))
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::Args;
 use physync_engine::connection::{ConnectionStats, new_join_code};
+use physync_engine::digest::{DigestCounters, digest_hex};
 use physync_engine::session::udp::{bind_peer_host, linger, run_udp};
 use physync_engine::transport::{DriverConfig, TransportError};
 use std::path::PathBuf;
@@ -108,12 +109,17 @@ pub struct HostSummary {
     pub guests: Vec<GuestReport>,
     /// The connection layer: sessions set up and datagrams dropped by kind.
     pub connection: Option<ConnectionStats>,
+    /// The world's digest at the end (16 hex digits): once everything rests, equal to every guest's in sync.
+    pub digest: String,
+    /// The desync detector: digest pages exchanged, and guests' resting objects found disagreeing.
+    pub digests: DigestCounters,
 }
 
 impl HostSummary {
     /// The summary of `host` now.
     pub fn of(host: &PeerHost) -> Self {
         let guests = host.guest_reports();
+        let (exchange, digest) = host.digest();
         Self {
             seconds: host.now().as_secs_f64(),
             scene: host.config().scene.name.clone(),
@@ -122,6 +128,8 @@ impl HostSummary {
             counters: *host.counters(),
             guests,
             connection: None,
+            digest: digest_hex(digest),
+            digests: *exchange.counters(),
         }
     }
 }

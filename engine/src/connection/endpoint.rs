@@ -208,6 +208,9 @@ impl Session {
 
 /// Most used cookies and tokens remembered (each needs a completed challenge round trip to be added).
 const MAX_REMEMBERED: usize = 4096;
+/// Where a token cookie holds the token's nonce, and after it the token's expiry.
+const TOKEN_NONCE_AT: usize = 81 + USER_DATA_BYTES;
+const TOKEN_EXPIRY_AT: usize = TOKEN_NONCE_AT + XNONCE_BYTES;
 /// Most datagrams a connecting client holds for sending once connected.
 const MAX_QUEUED: usize = 64;
 
@@ -692,7 +695,8 @@ impl Endpoint {
                 cookie[41..73].copy_from_slice(&private.keys.server_to_client);
                 cookie[73..81].copy_from_slice(&private.identity.client_id.to_le_bytes());
                 cookie[81..81 + USER_DATA_BYTES].copy_from_slice(&private.identity.user_data);
-                cookie[81 + USER_DATA_BYTES..].copy_from_slice(&token_nonce);
+                cookie[TOKEN_NONCE_AT..TOKEN_EXPIRY_AT].copy_from_slice(&token_nonce);
+                cookie[TOKEN_EXPIRY_AT..].copy_from_slice(&expires_unix.to_le_bytes());
             }
             _ => {
                 self.stats.dropped.unexpected += 1;
@@ -761,6 +765,7 @@ impl Endpoint {
         let mut b = [0u8; 32];
         a.copy_from_slice(&plain[9..41]);
         b.copy_from_slice(&plain[41..73]);
+        let mut token_expiry = 0;
         let (keys, identity, token) = match &s.config.auth {
             ServerAuth::Peer { join_code } => {
                 let code = normalize_join_code(join_code.as_deref().unwrap_or(""));
@@ -774,7 +779,9 @@ impl Endpoint {
                 let mut user_data = [0u8; USER_DATA_BYTES];
                 user_data.copy_from_slice(&plain[81..81 + USER_DATA_BYTES]);
                 let mut token = [0u8; XNONCE_BYTES];
-                token.copy_from_slice(&plain[81 + USER_DATA_BYTES..]);
+                token.copy_from_slice(&plain[TOKEN_NONCE_AT..TOKEN_EXPIRY_AT]);
+                token_expiry =
+                    u64::from_le_bytes(plain[TOKEN_EXPIRY_AT..].try_into().unwrap_or([0; 8]));
                 let identity = PeerIdentity {
                     client_id: u64::from_le_bytes(plain[73..81].try_into().unwrap_or([0; 8])),
                     user_data,
@@ -821,11 +828,13 @@ impl Endpoint {
         }
         if let (Some(token), ServerAuth::Tokens { unix_at_epoch, .. }) = (token, &s.config.auth) {
             let unix_now = unix_at_epoch.saturating_add(now.as_secs());
-            // Remembered past any expiry a token can have been minted with, for as long as the server runs.
-            let until = unix_now.saturating_add(u64::from(u32::MAX));
-            if !remember(&mut s.used_tokens, token, (from, until), |&(_, t)| {
-                t <= unix_now
-            }) {
+            // Remembered until the token expires: from then on its expiry alone refuses it.
+            if !remember(
+                &mut s.used_tokens,
+                token,
+                (from, token_expiry),
+                |&(_, t)| t <= unix_now,
+            ) {
                 self.stats.dropped.full += 1;
                 return;
             }
@@ -979,18 +988,21 @@ fn open_data(
     Ok(Some(plain))
 }
 
-/// Records `key` in a bounded map, first forgetting entries `expired` says are done; false when still full.
+/// Records `key` in a bounded map, first forgetting the entries `expired` says are done (an entry is kept only
+/// while it can still refuse a replay, so a server that runs for days holds what the last lifetime brought, not
+/// everything it ever saw) and giving back room a burst left behind; false when still full.
 fn remember<K: std::hash::Hash + Eq, V>(
     map: &mut HashMap<K, V>,
     key: K,
     value: V,
     expired: impl Fn(&V) -> bool,
 ) -> bool {
+    map.retain(|_, v| !expired(v));
+    if map.capacity() > 4 * map.len().max(16) {
+        map.shrink_to(2 * map.len());
+    }
     if map.len() >= MAX_REMEMBERED {
-        map.retain(|_, v| !expired(v));
-        if map.len() >= MAX_REMEMBERED {
-            return false;
-        }
+        return false;
     }
     map.insert(key, value);
     true

@@ -58,17 +58,18 @@ fn token(client_id: u64) -> ConnectToken {
 }
 
 fn client(mode: Mode, seed: u8) -> Endpoint {
+    client_at(mode, seed, Duration::ZERO)
+}
+
+/// A client like [`client`] that starts connecting at `now`.
+fn client_at(mode: Mode, seed: u8, now: Duration) -> Endpoint {
     let auth = match mode {
         Mode::Peer => ClientAuth::Peer {
             join_code: Some("abcd 2345".into()),
         },
         Mode::Tokens => ClientAuth::Token(Box::new(token(u64::from(seed)))),
     };
-    Endpoint::client(
-        ClientConfig::new(server_addr(), auth),
-        Duration::ZERO,
-        [seed; 32],
-    )
+    Endpoint::client(ClientConfig::new(server_addr(), auth), now, [seed; 32])
 }
 
 /// Everything both sides sent during a connect, in order, by sender.
@@ -404,4 +405,52 @@ fn silent_sessions_close_and_keepalives_hold_live_ones() {
             reason: CloseReason::TimedOut
         })
     );
+}
+
+/// A server that runs for long forgets used cookies and tokens once they can no longer be replayed (a cookie at
+/// its lifetime, a token at its own expiry): what it holds follows the peers of the last minutes, not all it ever
+/// saw (it held every token until the end of time, and every cookie until 4,096 piled up).
+#[test]
+fn used_cookies_and_tokens_are_forgotten_at_their_expiry() {
+    for mode in MODES {
+        let mut s = server(mode);
+        for i in 0..40u8 {
+            let now = Duration::from_secs(5 * u64::from(i));
+            s.handle_timeout(now);
+            while s.poll_transmit().is_some() {}
+            let at = SocketAddr::from(([10, 0, 1, i + 1], 5000));
+            let mut c = client_at(mode, i, now);
+            connect(&mut s, &mut c, at, now);
+        }
+        // Past every token's expiry (300 s) and every session's silence timeout, one more client comes.
+        let now = Duration::from_secs(400);
+        s.handle_timeout(now);
+        while s.poll_transmit().is_some() {}
+        let auth = match mode {
+            Mode::Peer => ClientAuth::Peer {
+                join_code: Some("ABCD-2345".into()),
+            },
+            Mode::Tokens => {
+                let mut rng = rand_chacha::ChaCha20Rng::seed_from_u64(99);
+                let request = TokenRequest {
+                    client_id: 99,
+                    user_data: [0; USER_DATA_BYTES],
+                    server_addrs: vec![server_addr()],
+                    valid_for: Duration::from_secs(300),
+                };
+                let issued = TokenIssuer::new(TOKEN_KEY)
+                    .issue(&mut rng, UNIX_AT_EPOCH + 400, &request)
+                    .unwrap();
+                ClientAuth::Token(Box::new(issued))
+            }
+        };
+        let mut late = Endpoint::client(ClientConfig::new(server_addr(), auth), now, [99; 32]);
+        connect(&mut s, &mut late, addr("10.0.2.1:5000"), now);
+        assert_eq!(s.sessions(), 1, "{mode:?}");
+        assert!(
+            s.held_entries() <= 3,
+            "{mode:?}: {} entries held for 1 session",
+            s.held_entries()
+        );
+    }
 }

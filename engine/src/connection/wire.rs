@@ -26,8 +26,9 @@ pub const KIND_RESPONSE: u8 = 0xC4;
 pub const KIND_DATA: u8 = 0xD0;
 
 /// Bytes of a challenge cookie's plaintext: mode, expiry (ms of server time), two 32-byte fields (the guest's
-/// public key, or the token's two keys), client id, user data, token nonce.
-pub const COOKIE_PLAIN_BYTES: usize = 1 + 8 + 32 + 32 + 8 + USER_DATA_BYTES + XNONCE_BYTES;
+/// public key, or the token's two keys), client id, user data, token nonce, token expiry (Unix seconds: the
+/// server remembers a used token until then, and no longer).
+pub const COOKIE_PLAIN_BYTES: usize = 1 + 8 + 32 + 32 + 8 + USER_DATA_BYTES + XNONCE_BYTES + 8;
 /// Bytes of a sealed cookie.
 pub const COOKIE_BYTES: usize = XNONCE_BYTES + COOKIE_PLAIN_BYTES + TAG_BYTES;
 /// Bytes of a challenge.

@@ -9,8 +9,12 @@ const SENT_WINDOW: usize = 256;
 /// A packet not acked once the other side has acked one this many sequences newer counts as lost: acks repeat
 /// for 32 packets.
 const ACK_WINDOW: u16 = 33;
-/// Weight of each new sample in the smoothed round-trip time and loss.
+/// Weight of each new sample in the smoothed round-trip time.
 const SMOOTHING: f64 = 0.1;
+/// Resolved packets the loss figure counts over (about 17 s at 60 Hz): a smoothed average over the last ten or so
+/// packets jumped to 10% at every single loss and read 0.02% to 10.8% on three links that each lost 3%; a count over
+/// a thousand packets reads within about a percentage point of what the link lost.
+pub const LOSS_WINDOW: usize = 1024;
 
 /// Counters and estimates of one link.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -31,7 +35,8 @@ pub struct LinkStats {
     pub packets_lost: u64,
     /// Smoothed round-trip time from send to ack (includes the other side's send interval), once known.
     pub rtt: Option<Duration>,
-    /// Smoothed fraction of sent datagrams lost.
+    /// Fraction of the last [`LOSS_WINDOW`] resolved datagrams (acked, or out of the ack window) that were lost;
+    /// `packets_lost / (packets_lost + packets_acked)` is the same over the whole session.
     pub loss: f64,
     /// Objects whose baselines (sending) or received states (receiving) were forgotten after
     /// [`super::STALE_PACKETS`] without traffic: idle or held that long, their next state goes absolute.
@@ -45,11 +50,42 @@ struct Sent {
     pending: bool,
 }
 
+/// The fates of the last [`LOSS_WINDOW`] resolved packets, one bit each (set: lost).
+#[derive(Debug, Clone)]
+struct LossWindow {
+    bits: [u64; LOSS_WINDOW / 64],
+    next: usize,
+    filled: usize,
+    lost: usize,
+}
+
+impl LossWindow {
+    fn note(&mut self, lost: bool) -> f64 {
+        let (word, bit) = (self.next / 64, 1u64 << (self.next % 64));
+        if self.filled == LOSS_WINDOW {
+            if self.bits[word] & bit != 0 {
+                self.lost -= 1;
+            }
+        } else {
+            self.filled += 1;
+        }
+        if lost {
+            self.bits[word] |= bit;
+            self.lost += 1;
+        } else {
+            self.bits[word] &= !bit;
+        }
+        self.next = (self.next + 1) % LOSS_WINDOW;
+        self.lost as f64 / self.filled as f64
+    }
+}
+
 /// The sender's record of its own packets, resolved by acks into the round-trip and loss figures.
 #[derive(Debug, Clone)]
 pub(crate) struct SendLog {
     sent: Vec<Option<Sent>>,
     newest_ack: Option<u16>,
+    window: LossWindow,
 }
 
 impl SendLog {
@@ -57,6 +93,12 @@ impl SendLog {
         Self {
             sent: vec![None; SENT_WINDOW],
             newest_ack: None,
+            window: LossWindow {
+                bits: [0; LOSS_WINDOW / 64],
+                next: 0,
+                filled: 0,
+                lost: 0,
+            },
         }
     }
 
@@ -64,7 +106,7 @@ impl SendLog {
         let slot = &mut self.sent[usize::from(sequence) % SENT_WINDOW];
         if slot.is_some_and(|s| s.pending) {
             // Overwritten before it could be resolved: it was never acked.
-            note_loss(stats, true);
+            note_loss(&mut self.window, stats, true);
         }
         *slot = Some(Sent {
             sequence,
@@ -88,7 +130,7 @@ impl SendLog {
                 None => sample,
                 Some(rtt) => rtt.mul_f64(1.0 - SMOOTHING) + sample.mul_f64(SMOOTHING),
             });
-            note_loss(stats, false);
+            note_loss(&mut self.window, stats, false);
         }
         if self.newest_ack.is_some_and(|n| !seq_newer(ack, n)) {
             return;
@@ -98,18 +140,17 @@ impl SendLog {
         for s in self.sent.iter_mut().flatten() {
             if s.pending && !seq_newer(s.sequence, horizon) && seq_newer(ack, s.sequence) {
                 s.pending = false;
-                note_loss(stats, true);
+                note_loss(&mut self.window, stats, true);
             }
         }
     }
 }
 
-fn note_loss(stats: &mut LinkStats, lost: bool) {
+fn note_loss(window: &mut LossWindow, stats: &mut LinkStats, lost: bool) {
     if lost {
         stats.packets_lost += 1;
     } else {
         stats.packets_acked += 1;
     }
-    let sample = if lost { 1.0 } else { 0.0 };
-    stats.loss = stats.loss * (1.0 - SMOOTHING) + sample * SMOOTHING;
+    stats.loss = window.note(lost);
 }

@@ -465,3 +465,59 @@ fn an_object_idle_for_any_number_of_packets_syncs_again() {
     assert_eq!(b.stats().decode_errors, 0);
     assert_eq!(a.stats().decode_errors, 0);
 }
+
+/// Three links that each lose 3% report about 3%: the loss figure counts a window of resolved packets (a smoothed
+/// average of the last ten or so read anywhere from 0.02% to 10.8% on such links).
+#[test]
+fn reported_loss_agrees_with_what_the_link_lost() {
+    for seed in [1, 2, 3] {
+        let mut a = StateLink::new(LinkSettings::default()).unwrap();
+        let mut b = StateLink::new(LinkSettings::default()).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let (mut sent, mut dropped) = (0u32, 0u32);
+        let mut readings = Vec::new();
+        let mut to_a = std::collections::VecDeque::new();
+        for frame in 0..3000u64 {
+            let now = FRAME * frame as u32;
+            let states = objects(4, frame);
+            let out = Outgoing {
+                frame,
+                objects: &states,
+                priorities: &[1.0; 4],
+                avatars: &[],
+            };
+            let p = a.build_packet(now, &out).unwrap().unwrap();
+            sent += 1;
+            if rng.random_bool(0.97) {
+                b.receive(now, &p.bytes).unwrap();
+            } else {
+                dropped += 1;
+            }
+            let empty = Outgoing {
+                frame,
+                objects: &[],
+                priorities: &[],
+                avatars: &[],
+            };
+            to_a.push_back((
+                frame + 3,
+                b.build_packet(now, &empty).unwrap().unwrap().bytes,
+            ));
+            while to_a.front().is_some_and(|(at, _)| *at <= frame) {
+                let (_, bytes) = to_a.pop_front().unwrap();
+                a.receive(now, &bytes).unwrap();
+            }
+            // What a status line would show, once a second after the first twenty.
+            if frame >= 1200 && frame % 60 == 0 {
+                readings.push(a.stats().loss);
+            }
+        }
+        let lost = f64::from(dropped) / f64::from(sent);
+        for loss in readings {
+            assert!(
+                (loss - lost).abs() < 0.02,
+                "seed {seed}: reported {loss:.4}, the link lost {lost:.4}"
+            );
+        }
+    }
+}

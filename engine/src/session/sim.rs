@@ -1,6 +1,7 @@
 //! A whole peer-hosted session in one thread: one host core and guest cores on a [`MemoryNetwork`], on a
 //! simulated clock, seeded. The harness tests and benchmarks run sessions with.
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
@@ -22,10 +23,10 @@ pub fn guest_addr(index: usize) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::new(10, 0, 1, (index % 250) as u8 + 1), 7000))
 }
 
-/// One guest core in the harness, with its address and connection endpoint; `None` once removed.
+/// One guest core in the harness, with its address and connection endpoint.
 struct GuestSeat<G> {
     addr: SocketAddr,
-    core: Option<G>,
+    core: G,
     connection: Option<Endpoint>,
 }
 
@@ -101,7 +102,9 @@ pub struct SessionSim<H, G> {
     join_code: Option<Option<String>>,
     seed: u64,
     tap: Tap,
-    guests: Vec<GuestSeat<G>>,
+    /// Present guests by index; a removed guest's seat goes, so a session with churn holds only present ones.
+    guests: BTreeMap<usize, GuestSeat<G>>,
+    next_guest: usize,
 }
 
 impl<H: SessionCore, G: SessionCore> SessionSim<H, G> {
@@ -117,7 +120,8 @@ impl<H: SessionCore, G: SessionCore> SessionSim<H, G> {
             join_code: None,
             seed,
             tap: None,
-            guests: Vec::new(),
+            guests: BTreeMap::new(),
+            next_guest: 0,
         })
     }
 
@@ -154,7 +158,7 @@ impl<H: SessionCore, G: SessionCore> SessionSim<H, G> {
         guest: G,
         join_code: Option<String>,
     ) -> Result<usize, TransportError> {
-        let index = self.guests.len();
+        let index = self.next_guest;
         let addr = guest_addr(index);
         self.net.add_endpoint(addr)?;
         let connection = self.join_code.as_ref().map(|_| {
@@ -165,11 +169,15 @@ impl<H: SessionCore, G: SessionCore> SessionSim<H, G> {
                 seed_bytes(self.seed, 1 + index as u64),
             )
         });
-        self.guests.push(GuestSeat {
-            addr,
-            core: Some(guest),
-            connection,
-        });
+        self.guests.insert(
+            index,
+            GuestSeat {
+                addr,
+                core: guest,
+                connection,
+            },
+        );
+        self.next_guest += 1;
         Ok(index)
     }
 
@@ -191,15 +199,14 @@ impl<H: SessionCore, G: SessionCore> SessionSim<H, G> {
 
     /// Guest `index`'s connection endpoint, in a secured session.
     pub fn guest_connection(&self, index: usize) -> Option<&Endpoint> {
-        self.guests.get(index)?.connection.as_ref()
+        self.guests.get(&index)?.connection.as_ref()
     }
 
     /// Takes a guest off the network without a word (a crash or a pulled cable); it is returned to the caller.
     pub fn remove_guest(&mut self, index: usize) -> Option<G> {
-        let seat = self.guests.get_mut(index)?;
+        let seat = self.guests.remove(&index)?;
         self.net.remove_endpoint(seat.addr);
-        seat.connection = None;
-        seat.core.take()
+        Some(seat.core)
     }
 
     /// The simulated time.
@@ -219,20 +226,17 @@ impl<H: SessionCore, G: SessionCore> SessionSim<H, G> {
 
     /// Guest `index`, unless removed.
     pub fn guest(&self, index: usize) -> Option<&G> {
-        self.guests.get(index)?.core.as_ref()
+        self.guests.get(&index).map(|s| &s.core)
     }
 
     /// Guest `index`, mutably, unless removed.
     pub fn guest_mut(&mut self, index: usize) -> Option<&mut G> {
-        self.guests.get_mut(index)?.core.as_mut()
+        self.guests.get_mut(&index).map(|s| &mut s.core)
     }
 
     /// The guests still in the harness, with their indices.
     pub fn guests(&self) -> impl Iterator<Item = (usize, &G)> {
-        self.guests
-            .iter()
-            .enumerate()
-            .filter_map(|(i, seat)| seat.core.as_ref().map(|g| (i, g)))
+        self.guests.iter().map(|(&i, seat)| (i, &seat.core))
     }
 
     /// The network, for traffic counters and link statistics.
@@ -248,7 +252,7 @@ impl<H: SessionCore, G: SessionCore> SessionSim<H, G> {
     /// What guest `index` sent (up) and received (down) so far.
     pub fn guest_traffic(&self, index: usize) -> TrafficCounters {
         self.guests
-            .get(index)
+            .get(&index)
             .and_then(|seat| self.net.traffic(seat.addr))
             .unwrap_or_default()
     }
@@ -272,14 +276,14 @@ impl<H: SessionCore, G: SessionCore> SessionSim<H, G> {
                 self.net.next_delivery(),
                 self.host.poll_timeout(),
                 self.guests
-                    .iter()
-                    .filter_map(|s| s.core.as_ref()?.poll_timeout())
+                    .values()
+                    .filter_map(|s| s.core.poll_timeout())
                     .min(),
                 self.host_connection
                     .as_ref()
                     .and_then(Endpoint::poll_timeout),
                 self.guests
-                    .iter()
+                    .values()
                     .filter_map(|s| s.connection.as_ref()?.poll_timeout())
                     .min(),
             ]
@@ -296,29 +300,25 @@ impl<H: SessionCore, G: SessionCore> SessionSim<H, G> {
                     self.host.handle_datagram(now, d);
                 }
             }
-            for seat in &mut self.guests {
-                if let Some(core) = &mut seat.core {
-                    while let Some(d) = self.net.poll_receive(seat.addr, now) {
-                        if let Some(d) = open(&mut seat.connection, now, d) {
-                            core.handle_datagram(now, d);
-                        }
+            for seat in self.guests.values_mut() {
+                while let Some(d) = self.net.poll_receive(seat.addr, now) {
+                    if let Some(d) = open(&mut seat.connection, now, d) {
+                        seat.core.handle_datagram(now, d);
                     }
                 }
             }
             service(&mut self.host_connection, now);
-            for seat in &mut self.guests {
+            for seat in self.guests.values_mut() {
                 service(&mut seat.connection, now);
             }
             if self.host.poll_timeout().is_some_and(|t| t <= now) {
                 host_input(now, &mut self.host);
                 self.host.handle_timeout(now);
             }
-            for (i, seat) in self.guests.iter_mut().enumerate() {
-                if let Some(core) = &mut seat.core
-                    && core.poll_timeout().is_some_and(|t| t <= now)
-                {
-                    guest_input(i, now, core);
-                    core.handle_timeout(now);
+            for (&i, seat) in &mut self.guests {
+                if seat.core.poll_timeout().is_some_and(|t| t <= now) {
+                    guest_input(i, now, &mut seat.core);
+                    seat.core.handle_timeout(now);
                 }
             }
         }
@@ -346,22 +346,20 @@ impl<H: SessionCore, G: SessionCore> SessionSim<H, G> {
                 break;
             }
         }
-        for seat in &mut self.guests {
-            if let Some(core) = &mut seat.core {
-                loop {
-                    let t = core.poll_transmit();
-                    let done = t.is_none();
-                    send(
-                        &mut self.net,
-                        &mut self.tap,
-                        &mut seat.connection,
-                        now,
-                        seat.addr,
-                        t,
-                    )?;
-                    if done {
-                        break;
-                    }
+        for seat in self.guests.values_mut() {
+            loop {
+                let t = seat.core.poll_transmit();
+                let done = t.is_none();
+                send(
+                    &mut self.net,
+                    &mut self.tap,
+                    &mut seat.connection,
+                    now,
+                    seat.addr,
+                    t,
+                )?;
+                if done {
+                    break;
                 }
             }
         }

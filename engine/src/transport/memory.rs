@@ -134,6 +134,12 @@ impl MemoryNetwork {
             .get_mut(&from)
             .ok_or(TransportError::UnknownEndpoint(from))?;
         sender.traffic.record_sent(len);
+        if !self.endpoints.contains_key(&transmit.to) {
+            // No link state for a destination that is not there: a peer that keeps sending to a vanished address
+            // (until it times out) must not grow the network.
+            self.undeliverable += 1;
+            return Ok(());
+        }
 
         let link = self.link(from, transmit.to)?;
         link.traffic.record_sent(len);

@@ -85,6 +85,11 @@ impl MemoryClient {
         &self.client
     }
 
+    /// The core, mutably (to take its events, as a game does).
+    pub fn client_mut(&mut self) -> &mut ShooterClient {
+        &mut self.client
+    }
+
     /// When the core next wants to run.
     pub fn next_deadline(&self) -> Option<Duration> {
         let core = (!handshaking(&self.connection))

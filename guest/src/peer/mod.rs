@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use physync_codec::CodecError;
+use physync_engine::digest::{DigestExchange, is_digest, world_digest};
 use physync_engine::link::LinkError;
 use physync_engine::session::scene_transfer::{
     MAX_REQUESTED_CHUNKS, TransferMessage, decode_transfer, encode_transfer, is_transfer,
@@ -83,6 +84,8 @@ pub struct PeerGuest {
     session: Option<GuestSession>,
     pending: Option<PendingJoin>,
     drops: GuestDrops,
+    /// The desync detector: digest pages to the host, and the host's compared with this world.
+    digest: DigestExchange,
 }
 
 impl PeerGuest {
@@ -100,6 +103,7 @@ impl PeerGuest {
             session: None,
             pending: None,
             drops: GuestDrops::default(),
+            digest: DigestExchange::new(),
         }
     }
 
@@ -154,6 +158,11 @@ impl PeerGuest {
         self.session.as_ref().map(|s| s.world())
     }
 
+    /// The desync detector's counters and, once joined, this world's digest (see [`physync_engine::digest`]).
+    pub fn digest(&self) -> (&DigestExchange, Option<u64>) {
+        (&self.digest, self.world().map(world_digest))
+    }
+
     /// Dropped datagrams by kind.
     pub fn drops(&self) -> &GuestDrops {
         &self.drops
@@ -171,6 +180,25 @@ impl PeerGuest {
         }
         self.send_control(&ControlMessage::Leave);
         self.phase = GuestPhase::Ended(EndReason::Left);
+    }
+
+    /// Says the leave again, after [`PeerGuest::leave`], as an unreliable datagram: a driver that lingers repeats
+    /// it so that the leave reaches the host through loss. The reliable channel cannot be trusted with that: it is
+    /// ordered, so one lost keep-alive holds every later message back until laminar resends it, which it does only
+    /// once 32 newer messages are acknowledged, and a leaving guest sends none. The host takes the first copy and
+    /// drops the rest. Does nothing unless this guest left.
+    pub fn repeat_leave(&mut self) {
+        if self.phase != GuestPhase::Ended(EndReason::Left) {
+            return;
+        }
+        match encode_control(self.config.protocol_id, &ControlMessage::Leave) {
+            Ok(payload) => self.outbox.push_back(Transmit {
+                to: self.config.host,
+                delivery: Delivery::Unreliable,
+                payload,
+            }),
+            Err(e) => tracing::error!(%e, "leave not encoded"),
+        }
     }
 
     /// Feeds one datagram that arrived at `now`. Anything not from the host, undecodable or out of place is
@@ -321,6 +349,13 @@ impl PeerGuest {
             self.drops.oversized += 1;
             return;
         }
+        if is_digest(bytes) {
+            // Disagreeing resting objects are logged and counted by the exchange.
+            if let Some(s) = &self.session {
+                let _ = self.digest.receive(s.world(), bytes);
+            }
+            return;
+        }
         if is_transfer(bytes) {
             self.handle_transfer(now, bytes);
             return;
@@ -416,6 +451,13 @@ impl PeerGuest {
                 let host = self.config.host;
                 if let Some(s) = &mut self.session {
                     for payload in s.run_until(now) {
+                        self.outbox.push_back(Transmit {
+                            to: host,
+                            delivery: Delivery::Unreliable,
+                            payload,
+                        });
+                    }
+                    if let Some(payload) = self.digest.poll(now, s.world()) {
                         self.outbox.push_back(Transmit {
                             to: host,
                             delivery: Delivery::Unreliable,

@@ -79,6 +79,11 @@ impl MemoryServer {
         &self.server
     }
 
+    /// The core, mutably (to take its events, as a game does).
+    pub fn server_mut(&mut self) -> &mut DedicatedServer {
+        &mut self.server
+    }
+
     /// When the core next wants to run (the network's deliveries are the caller's other deadline).
     pub fn next_deadline(&self) -> Duration {
         self.connection

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use nalgebra::Vector3;
 use physync_codec::{BodyState, CodecError, ObjectState, seq_newer};
+use physync_engine::digest::{DigestExchange, is_digest, world_digest};
 use physync_engine::link::{LinkError, LinkSettings, Outgoing, StateLink, TimedAvatar};
 use physync_engine::session::scene_transfer::{TransferMessage, decode_transfer, is_transfer};
 use physync_engine::session::{
@@ -90,6 +91,8 @@ pub struct PeerHost {
     states: Vec<ObjectState>,
     base_priorities: Vec<f32>,
     link_priorities: Vec<f32>,
+    /// The desync detector: digest pages to the guests, and theirs compared with this world.
+    digest: DigestExchange,
 }
 
 /// Why a host could not be built.
@@ -180,6 +183,7 @@ impl PeerHost {
             states: Vec::new(),
             base_priorities: Vec::new(),
             link_priorities: Vec::new(),
+            digest: DigestExchange::new(),
         })
     }
 
@@ -474,6 +478,17 @@ impl PeerHost {
             return;
         };
         guest.down.record(now, bytes.len());
+        if decode_control(self.config.protocol_id, bytes) == Ok(ControlMessage::Leave) {
+            // A leave repeated outside the reliable channel (see `PeerGuest::repeat_leave`): a state packet is
+            // never as short as a control message, so nothing else decodes as one.
+            self.remove_guest(from, Departure::Left);
+            return;
+        }
+        if is_digest(bytes) {
+            // Disagreeing objects are logged and counted by the exchange.
+            let _ = self.digest.receive(&self.world, bytes);
+            return;
+        }
         if is_transfer(bytes) {
             self.handle_transfer(now, from, bytes);
             return;
@@ -766,11 +781,25 @@ impl PeerHost {
             self.next_step += step;
             steps += 1;
         }
+        if let Some(page) = self.digest.poll(now, &self.world) {
+            for &to in self.guests.keys() {
+                self.outbox.push_back(Transmit {
+                    to,
+                    delivery: Delivery::Unreliable,
+                    payload: page.clone(),
+                });
+            }
+        }
         for g in self.guests.values_mut() {
             g.up.tick(now);
             g.down.tick(now);
         }
         self.up.tick(now);
+    }
+
+    /// The desync detector's counters and this world's digest (see [`physync_engine::digest`]).
+    pub fn digest(&self) -> (&DigestExchange, u64) {
+        (&self.digest, world_digest(&self.world))
     }
 
     fn step(&mut self, now: Duration) {

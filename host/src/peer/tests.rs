@@ -239,3 +239,26 @@ fn a_silent_guest_times_out_and_the_host_leaving_tells_the_rest() {
     assert_eq!(answers(&mut h, addr(2)), vec![ControlMessage::Leave]);
     assert_eq!(h.poll_timeout(), None);
 }
+
+/// A leave repeated as an unreliable datagram (what a lingering guest sends when the ordered reliable channel is
+/// stalled behind a lost message) ends that guest's stay as a leave, once; from a stranger it ends nothing.
+#[test]
+fn a_leave_outside_the_reliable_channel_counts_as_a_leave() {
+    let mut h = host(4);
+    let t = Duration::ZERO;
+    h.handle_datagram(
+        t,
+        addr(1),
+        Delivery::ReliableOrdered,
+        &join(PEER_PROTOCOL_VERSION, 1),
+    );
+    assert_eq!(h.players().len(), 2);
+    let leave = encode_control(PEER_PROTOCOL_ID, &ControlMessage::Leave).unwrap();
+    h.handle_datagram(t, addr(9), Delivery::Unreliable, &leave);
+    assert_eq!(h.players().len(), 2, "a stranger's leave ends nothing");
+    for _ in 0..3 {
+        h.handle_datagram(t, addr(1), Delivery::Unreliable, &leave);
+    }
+    assert_eq!(h.players().len(), 1);
+    assert_eq!((h.counters().leaves, h.counters().timeouts), (1, 0));
+}
