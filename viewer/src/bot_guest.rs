@@ -73,4 +73,9 @@ impl BotGuest {
     pub fn leave(&mut self) {
         self.core.leave();
     }
+
+    /// Says the goodbye again, as [`PeerGuest::repeat_leave`] does, while the caller lingers.
+    pub fn repeat_leave(&mut self) {
+        self.core.repeat_leave();
+    }
 }

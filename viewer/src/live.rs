@@ -21,6 +21,7 @@ use physync_engine::transport::{LaminarDriver, LinkConfig};
 use physync_engine::world::avatar::Hand;
 use physync_engine::world::interaction::InteractionError;
 use physync_engine::world::scene::ObjectId;
+use physync_guest::cli::{leave_linger, leave_repeat};
 use physync_guest::peer::EndReason;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -39,8 +40,6 @@ pub const MOUSE_HAND: Hand = Hand::Right;
 /// Fastest throw the mouse may give (m/s): a flick across the window stays on the floor's side of the
 /// host's world bounds.
 pub const MAX_THROW_SPEED: f32 = 12.0;
-/// How long a leaving session keeps pumping so its goodbye leaves the socket.
-pub const LINGER: Duration = Duration::from_millis(150);
 /// How far beyond the floor's edge the mouse may carry a cube (the host refuses positions 5 m beyond it).
 const CARRY_MARGIN: f32 = 3.0;
 /// Shortest pause of the pump thread, so a core that is behind does not starve the window of the lock.
@@ -55,11 +54,24 @@ struct Shared<R> {
     notice: Option<String>,
     /// Set on leaving: the thread pumps until then so the goodbyes leave, then stops.
     linger_until: Option<Instant>,
+    /// While lingering: when the goodbyes are said again (see [`physync_guest::PeerGuest::repeat_leave`]), and how often.
+    leave_repeat: Option<(Instant, Duration)>,
 }
 
 impl<R: Role> Shared<R> {
     /// One turn for the core and every bot; returns how long the thread may pause.
     fn pump(&mut self) -> Duration {
+        if let Some((due, every)) = self.leave_repeat {
+            let now = Instant::now();
+            if now >= due {
+                self.core.repeat_leave();
+                for bot in &mut self.bots {
+                    bot.repeat_leave();
+                }
+                self.leave_repeat = Some((now + every, every));
+            }
+        }
+        let lingering = self.linger_until.is_some();
         let wait = match pump_udp(&mut self.driver, &mut self.core, |_, _| {}) {
             Ok(wait) => wait,
             Err(e) => {
@@ -77,6 +89,7 @@ impl<R: Role> Shared<R> {
             }
             match bot.end_reason() {
                 None => true,
+                Some(EndReason::Left) if lingering => true,
                 Some(EndReason::Rejected(RejectReason::Full)) => {
                     notice = Some(format!(
                         "the {} bot was refused: the session is full",
@@ -157,6 +170,7 @@ impl<R: Role + Send + 'static> LiveSession<R> {
             failure: None,
             notice: None,
             linger_until: None,
+            leave_repeat: None,
         }));
         let thread_shared = Arc::clone(&shared);
         std::thread::Builder::new()
@@ -271,8 +285,8 @@ impl<R: Role> LiveSession<R> {
             .collect();
     }
 
-    /// Says goodbye (the core and every bot); the pump thread lingers for [`LINGER`] so the messages leave,
-    /// then stops.
+    /// Says goodbye (the core and every bot); the pump thread lingers a few round trips, saying the goodbyes again
+    /// every half round trip so that one gets through loss, then stops.
     fn leave_all(&mut self) {
         if self.left {
             return;
@@ -283,7 +297,16 @@ impl<R: Role> LiveSession<R> {
             for bot in &mut s.bots {
                 bot.leave();
             }
-            s.linger_until = Some(Instant::now() + LINGER);
+            let rtt = s
+                .core
+                .link_figures()
+                .first()
+                .and_then(|f| f.rtt_ms)
+                .map(|ms| Duration::from_secs_f64(ms / 1000.0));
+            let now = Instant::now();
+            s.linger_until = Some(now + leave_linger(rtt));
+            let every = leave_repeat(rtt);
+            s.leave_repeat = Some((now + every, every));
         }
     }
 }

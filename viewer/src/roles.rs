@@ -55,6 +55,9 @@ pub trait Role: SessionCore {
     fn status(&self) -> SessionStatus;
     /// Leave the session (the core queues the goodbye).
     fn leave(&mut self);
+    /// Says the goodbye again while the session lingers after [`Role::leave`], so it reaches the other side through
+    /// loss. Only a guest has one to repeat.
+    fn repeat_leave(&mut self) {}
     /// The address a bot started by this viewer joins, given this peer's socket address.
     fn bot_target(&self, local: SocketAddr) -> SocketAddr;
 }
@@ -180,6 +183,10 @@ impl Role for PeerGuest {
 
     fn leave(&mut self) {
         PeerGuest::leave(self);
+    }
+
+    fn repeat_leave(&mut self) {
+        PeerGuest::repeat_leave(self);
     }
 
     fn bot_target(&self, _local: SocketAddr) -> SocketAddr {

@@ -19,7 +19,7 @@ use physync_viewer::launcher::{CoreLauncher, HostConfig, JoinConfig, SessionLaun
 use physync_viewer::network_panel::authority_counts;
 use physync_viewer::picking::pick_nearest;
 use physync_viewer::session::{
-    BodyId, BodyView, BotKind, SessionError, SessionHandle, SessionStatus,
+    BodyId, BodyView, BotKind, ConditionerSettings, SessionError, SessionHandle, SessionStatus,
 };
 
 /// Rounds a wait may take before the test fails.
@@ -406,5 +406,52 @@ fn a_full_session_refuses_a_guest_with_a_message() {
     assert_eq!(
         guest.status(),
         SessionStatus::Ended(format!("the session at 127.0.0.1:{port} is full"))
+    );
+}
+
+#[test]
+fn a_guest_leaving_through_a_lossy_link_is_let_go_by_the_host_before_its_timeout() {
+    let mut launcher = CoreLauncher::new(11);
+    let port = free_port();
+    let mut host = launcher
+        .host(&HostConfig {
+            port,
+            scene: SceneKind::Table.spec(),
+            max_players: 4,
+        })
+        .unwrap();
+    let mut guest = launcher
+        .join(&JoinConfig {
+            address: ([127, 0, 0, 1], port).into(),
+            join_code: None,
+        })
+        .unwrap();
+    pump_until(
+        &mut [host.as_mut(), guest.as_mut()],
+        "the guest joins",
+        |hs| hs[0].players().len() == 2 && hs[1].status() == SessionStatus::Running,
+    );
+    guest
+        .apply_conditioner(ConditionerSettings {
+            latency_ms: 100,
+            loss_percent: 40.0,
+            ..ConditionerSettings::default()
+        })
+        .unwrap();
+    let lossy = Instant::now();
+    pump_until(
+        &mut [host.as_mut(), guest.as_mut()],
+        "a second of play over the lossy link",
+        |_| lossy.elapsed() > Duration::from_secs(1),
+    );
+    guest.leave();
+    let left = Instant::now();
+    pump_until(&mut [host.as_mut()], "the host lets the guest go", |hs| {
+        hs[0].players().len() == 1
+    });
+    assert!(
+        left.elapsed() < Duration::from_secs(3),
+        "the host heard the leave only after {:?}: it timed the guest out (5 s) instead",
+        left.elapsed()
     );
 }
