@@ -26,7 +26,7 @@ pub mod smoothing;
 mod tests;
 
 use nalgebra::{Isometry3, Translation3, Vector3};
-use physync_codec::{BodyState, ObjectState, QuantConfig};
+use physync_codec::{BodyState, ObjectState, QuantConfig, QuantizedRotation};
 use rapier3d::prelude::{
     ColliderBuilder, ColliderHandle, ContactPair, PhysicsWorld, RigidBodyBuilder, RigidBodyHandle,
     RigidBodyType,
@@ -122,6 +122,9 @@ struct Object {
     rest: RestDetector,
     at_rest: bool,
     rest_pose: Isometry3<f32>,
+    /// The quantized pose (position indices, rotation) the last write-back put the body on: while the body's
+    /// quantized pose stays the same, its pose is not written again (see [`World::write_back_before_step`]).
+    snapped: Option<([i32; 3], QuantizedRotation)>,
     authority: Authority,
     priority: PriorityTimers,
     render_error: RenderError,
@@ -226,6 +229,7 @@ impl World {
                     rest: RestDetector::default(),
                     at_rest: false,
                     rest_pose: pose,
+                    snapped: None,
                     authority: Authority::new(),
                     priority: PriorityTimers::default(),
                     render_error: RenderError::default(),
@@ -320,10 +324,18 @@ impl World {
 
     /// Quantize-both-sides and rest holding: every free object starts the step from its quantized state, and
     /// a resting object from its resting pose with zero velocity.
+    ///
+    /// Writing a pose into rapier is not free: it marks the collider as moved by the user, and rapier then
+    /// re-derives its contact pairs and strongly wakes every body it touches (resetting their sleep timers).
+    /// So a moving object's state is written only when its pose changed on the wire's grid, that is when its
+    /// quantized pose differs from the one the last write-back put it on; until then the body is within half a
+    /// quantization step of the pose every peer has, the bound quantization itself gives. (Writing the rounded
+    /// velocities every step instead would round away the small deceleration friction gives a slow body each
+    /// step, and it would roll on forever.)
     fn write_back_before_step(&mut self) {
         let quant = self.config.quant;
         let quantize = self.config.quantize_both_sides;
-        for object in &self.objects {
+        for object in &mut self.objects {
             if object.holder.is_some() {
                 continue;
             }
@@ -337,7 +349,11 @@ impl World {
                 body.set_angvel(vec_to_rapier(&Vector3::zeros()), false);
             } else if quantize {
                 let state = quantize_body(&quant, body, false);
-                write_body(body, &quant, &state);
+                let grid = (state.position, state.rotation);
+                if object.snapped != Some(grid) {
+                    body.set_position(pose_to_rapier(&state_pose(&quant, &state)), false);
+                    object.snapped = Some(grid);
+                }
             }
         }
     }
@@ -566,7 +582,7 @@ impl World {
         let shown = self.render_pose(id);
         let object = &mut self.objects[usize::from(id)];
         let body = &mut self.physics.bodies[object.body];
-        write_body(body, &quant, state);
+        write_state(body, &quant, state, true);
         let after = state_pose(&quant, state);
         object.render_error = RenderError::between(&shown, &after);
         if state.at_rest && self.config.at_rest_detection {
@@ -679,6 +695,17 @@ impl World {
         self.objects[usize::from(id)].holder
     }
 
+    /// How many bodies rapier simulated in the last step (its awake island), and how many collider pairs had an
+    /// active contact: what a step costs rapier, beside the rules (the step benchmark reports both).
+    pub fn simulated_load(&self) -> (usize, usize) {
+        let contacts = self
+            .physics
+            .contact_pairs()
+            .filter(|p| p.has_any_active_contact())
+            .count();
+        (self.physics.islands.num_active_bodies(), contacts)
+    }
+
     /// Whether the object is at rest (ring-buffer decision).
     pub fn is_at_rest(&self, id: ObjectId) -> bool {
         self.objects[usize::from(id)].at_rest
@@ -768,15 +795,20 @@ fn state_pose(quant: &QuantConfig, state: &BodyState) -> Isometry3<f32> {
     )
 }
 
-/// Writes a quantized state into a rapier body.
-fn write_body(body: &mut rapier3d::prelude::RigidBody, quant: &QuantConfig, state: &BodyState) {
-    body.set_position(pose_to_rapier(&state_pose(quant, state)), true);
+/// Writes a quantized state into a rapier body, waking it (a received state) or not (the write-back).
+fn write_state(
+    body: &mut rapier3d::prelude::RigidBody,
+    quant: &QuantConfig,
+    state: &BodyState,
+    wake: bool,
+) {
+    body.set_position(pose_to_rapier(&state_pose(quant, state)), wake);
     body.set_linvel(
         vec_to_rapier(&vec_from_array(state.linear_velocity_f32(quant))),
-        true,
+        wake,
     );
     body.set_angvel(
         vec_to_rapier(&vec_from_array(state.angular_velocity_f32(quant))),
-        true,
+        wake,
     );
 }
