@@ -52,7 +52,7 @@ fn a_thrown_cube_caught_by_another_guest_is_a_conflict_not_a_refusal() {
                         Isometry3::translation(0.0, 0.1 + lift, 0.0) * start,
                     );
                 }
-                if t >= GRAB_AT && t < THROW_AT && s.world().holder(CUBE).is_none() {
+                if (GRAB_AT..THROW_AT).contains(&t) && s.world().holder(CUBE).is_none() {
                     s.grab(Hand::Right, CUBE).unwrap();
                 }
                 if t >= THROW_AT && holding {

@@ -26,7 +26,7 @@ pub mod smoothing;
 mod tests;
 
 use nalgebra::{Isometry3, Translation3, Vector3};
-use physync_codec::{BodyState, ObjectState, QuantConfig, QuantizedRotation};
+use physync_codec::{BodyState, ObjectState, QuantConfig};
 use rapier3d::prelude::{
     ColliderBuilder, ColliderHandle, ContactPair, PhysicsWorld, RigidBodyBuilder, RigidBodyHandle,
     RigidBodyType,
@@ -122,9 +122,6 @@ struct Object {
     rest: RestDetector,
     at_rest: bool,
     rest_pose: Isometry3<f32>,
-    /// The quantized pose (position indices, rotation) the last write-back put the body on: while the body's
-    /// quantized pose stays the same, its pose is not written again (see [`World::write_back_before_step`]).
-    snapped: Option<([i32; 3], QuantizedRotation)>,
     authority: Authority,
     priority: PriorityTimers,
     render_error: RenderError,
@@ -229,7 +226,6 @@ impl World {
                     rest: RestDetector::default(),
                     at_rest: false,
                     rest_pose: pose,
-                    snapped: None,
                     authority: Authority::new(),
                     priority: PriorityTimers::default(),
                     render_error: RenderError::default(),
@@ -324,18 +320,10 @@ impl World {
 
     /// Quantize-both-sides and rest holding: every free object starts the step from its quantized state, and
     /// a resting object from its resting pose with zero velocity.
-    ///
-    /// Writing a pose into rapier is not free: it marks the collider as moved by the user, and rapier then
-    /// re-derives its contact pairs and strongly wakes every body it touches (resetting their sleep timers).
-    /// So a moving object's state is written only when its pose changed on the wire's grid, that is when its
-    /// quantized pose differs from the one the last write-back put it on; until then the body is within half a
-    /// quantization step of the pose every peer has, the bound quantization itself gives. (Writing the rounded
-    /// velocities every step instead would round away the small deceleration friction gives a slow body each
-    /// step, and it would roll on forever.)
     fn write_back_before_step(&mut self) {
         let quant = self.config.quant;
         let quantize = self.config.quantize_both_sides;
-        for object in &mut self.objects {
+        for object in &self.objects {
             if object.holder.is_some() {
                 continue;
             }
@@ -349,11 +337,7 @@ impl World {
                 body.set_angvel(vec_to_rapier(&Vector3::zeros()), false);
             } else if quantize {
                 let state = quantize_body(&quant, body, false);
-                let grid = (state.position, state.rotation);
-                if object.snapped != Some(grid) {
-                    body.set_position(pose_to_rapier(&state_pose(&quant, &state)), false);
-                    object.snapped = Some(grid);
-                }
+                write_body(body, &quant, &state);
             }
         }
     }
@@ -582,7 +566,7 @@ impl World {
         let shown = self.render_pose(id);
         let object = &mut self.objects[usize::from(id)];
         let body = &mut self.physics.bodies[object.body];
-        write_state(body, &quant, state, true);
+        write_body(body, &quant, state);
         let after = state_pose(&quant, state);
         object.render_error = RenderError::between(&shown, &after);
         if state.at_rest && self.config.at_rest_detection {
@@ -795,20 +779,15 @@ fn state_pose(quant: &QuantConfig, state: &BodyState) -> Isometry3<f32> {
     )
 }
 
-/// Writes a quantized state into a rapier body, waking it (a received state) or not (the write-back).
-fn write_state(
-    body: &mut rapier3d::prelude::RigidBody,
-    quant: &QuantConfig,
-    state: &BodyState,
-    wake: bool,
-) {
-    body.set_position(pose_to_rapier(&state_pose(quant, state)), wake);
+/// Writes a quantized state into a rapier body.
+fn write_body(body: &mut rapier3d::prelude::RigidBody, quant: &QuantConfig, state: &BodyState) {
+    body.set_position(pose_to_rapier(&state_pose(quant, state)), true);
     body.set_linvel(
         vec_to_rapier(&vec_from_array(state.linear_velocity_f32(quant))),
-        wake,
+        true,
     );
     body.set_angvel(
         vec_to_rapier(&vec_from_array(state.angular_velocity_f32(quant))),
-        wake,
+        true,
     );
 }
