@@ -726,6 +726,17 @@ impl World {
         self.objects[usize::from(id)].holder
     }
 
+    /// How many bodies rapier simulated in the last step (its awake island), and how many collider pairs had an
+    /// active contact: what a step costs rapier, beside the rules (the step benchmark reports both).
+    pub fn simulated_load(&self) -> (usize, usize) {
+        let contacts = self
+            .physics
+            .contact_pairs()
+            .filter(|p| p.has_any_active_contact())
+            .count();
+        (self.physics.islands.num_active_bodies(), contacts)
+    }
+
     /// Whether the object is at rest (ring-buffer decision).
     pub fn is_at_rest(&self, id: ObjectId) -> bool {
         self.objects[usize::from(id)].at_rest

@@ -37,6 +37,14 @@ struct Report {
     overhead_ms_mean: f64,
     overhead_ratio: f64,
     at_rest_at_end: usize,
+    /// Bodies rapier simulated per step (its awake island), mean over the run, in the peer world.
+    awake_bodies_mean: f64,
+    /// The same in rapier alone.
+    rapier_awake_bodies_mean: f64,
+    /// Collider pairs in contact per step, mean, in the peer world.
+    contacts_mean: f64,
+    /// The same in rapier alone.
+    rapier_contacts_mean: f64,
 }
 
 struct Timings {
@@ -71,10 +79,19 @@ fn main() {
     let mut baseline = World::new(WorldConfig::rapier_only(), &scene);
     let mut ours = Vec::with_capacity(args.frames);
     let mut rapier = Vec::with_capacity(args.frames);
+    let (mut load, mut rapier_load) = ([0usize; 2], [0usize; 2]);
     for _ in 0..args.frames {
         ours.push(timed(|| world.step()));
         rapier.push(timed(|| baseline.step_physics_only()));
+        for (sum, (awake, contacts)) in [
+            (&mut load, world.simulated_load()),
+            (&mut rapier_load, baseline.simulated_load()),
+        ] {
+            sum[0] += awake;
+            sum[1] += contacts;
+        }
     }
+    let mean = |sum: usize| sum as f64 / args.frames.max(1) as f64;
     let (ours, rapier) = (Timings::of(ours), Timings::of(rapier));
     let at_rest_at_end = (0..world.object_count() as u16)
         .filter(|&id| world.is_at_rest(id))
@@ -90,6 +107,10 @@ fn main() {
         overhead_ms_mean: ours.mean - rapier.mean,
         overhead_ratio: ours.mean / rapier.mean,
         at_rest_at_end,
+        awake_bodies_mean: mean(load[0]),
+        rapier_awake_bodies_mean: mean(rapier_load[0]),
+        contacts_mean: mean(load[1]),
+        rapier_contacts_mean: mean(rapier_load[1]),
     };
     if args.json {
         println!(
@@ -99,7 +120,7 @@ fn main() {
     } else {
         println!(
             "{} cubes, {} steps: world {:.3} ms mean / {:.3} ms p99; rapier alone {:.3} / {:.3} ms; \
-             overhead {:.3} ms ({:.2}x); {} at rest at the end",
+             overhead {:.3} ms ({:.2}x); {} at rest at the end; awake bodies {:.0} / {:.0}, contacts {:.0} / {:.0}",
             report.cubes,
             report.frames,
             report.step_ms_mean,
@@ -108,7 +129,11 @@ fn main() {
             report.rapier_step_ms_p99,
             report.overhead_ms_mean,
             report.overhead_ratio,
-            report.at_rest_at_end
+            report.at_rest_at_end,
+            report.awake_bodies_mean,
+            report.rapier_awake_bodies_mean,
+            report.contacts_mean,
+            report.rapier_contacts_mean
         );
     }
 }

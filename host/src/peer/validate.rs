@@ -3,7 +3,9 @@
 use nalgebra::Vector3;
 use physync_codec::{AvatarState, ObjectState, QuantConfig, seq_newer};
 use physync_engine::world::World;
-use physync_engine::world::authority::{AuthorityView, DEFAULT_AUTHORITY, PlayerIndex};
+use physync_engine::world::authority::{
+    AuthorityView, DEFAULT_AUTHORITY, Direction, PlayerIndex, Verdict, judge_update,
+};
 
 use super::config::{Plausibility, WorldBounds};
 
@@ -65,9 +67,12 @@ pub struct ObjectCheck<'a> {
     pub since_accepted_s: f32,
 }
 
-/// Checks one object update from `sender`: authority, bounds, sequences, and that the motion is physically
-/// plausible from the host's own copy of the object. (An update for an object in another player's hand is an
-/// honest race or a snatch; either way the arbitration refuses it, see `World::receive_object_state`.)
+/// Checks one object update from `sender`: authority, bounds, sequences, and, for an update that would win the
+/// arbitration, that the motion is physically plausible from the host's own copy of the object. An update that
+/// loses (an object in another player's hand, older sequences) never moves the host's world, whatever it
+/// claims: it is an honest race (a guest still simulating what another player just caught, until the host's
+/// word reaches it) or a snatch, and the arbitration refuses it as a conflict (see
+/// `World::receive_object_state`). Checking its motion would only compare two players' versions of the object.
 pub fn check_object(
     check: &ObjectCheck<'_>,
     sender: PlayerIndex,
@@ -88,6 +93,20 @@ pub fn check_object(
         state.ownership_seq,
         state.authority_seq,
     )?;
+    let update = AuthorityView {
+        authority: state.authority,
+        authority_seq: state.authority_seq,
+        ownership_seq: state.ownership_seq,
+    };
+    let held_by_other = world.holder(id).is_some_and(|h| h.player != sender);
+    let wins = judge_update(
+        Direction::GuestToHost { sender },
+        world.authority(id).view,
+        update,
+    ) == Verdict::Accept;
+    if held_by_other || !wins {
+        return Ok(());
+    }
     let limits = check.limits;
     let velocity = Vector3::from(state.body.linear_velocity_f32(quant));
     let spin = Vector3::from(state.body.angular_velocity_f32(quant));
