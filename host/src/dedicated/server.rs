@@ -926,8 +926,17 @@ impl DedicatedServer {
                 Point3::new(p[0], p[1], p[2])
             })
             .collect();
-        let players: Vec<(PlayerId, PlayerState)> =
-            self.world.players().map(|(id, p)| (id, *p)).collect();
+        // Shared by every client's snapshot this tick: each other player's trimmed state and score, computed once.
+        let players: Vec<(PlayerId, PlayerState, RemotePlayerSnap)> = self
+            .world
+            .players()
+            .map(|(id, p)| {
+                let score = self.clients.get(&id).map(|c| c.score).unwrap_or_default();
+                (id, *p, RemotePlayerSnap::of(p, score))
+            })
+            .collect();
+        let fresh_cubes: Vec<Sighting<ObjectState>> =
+            cubes.iter().copied().map(Sighting::Fresh).collect();
         if tick.is_multiple_of(VISIBILITY_EVERY_TICKS) || self.visibility.is_none() {
             self.visibility = Some(interest::visibility(&self.world));
         }
@@ -945,10 +954,6 @@ impl DedicatedServer {
             let Some(me) = self.world.player(slot).copied() else {
                 continue;
             };
-            let scores: Vec<ScoreLine> = players
-                .iter()
-                .map(|(id, _)| self.clients.get(id).map(|c| c.score).unwrap_or_default())
-                .collect();
             let Some(c) = self.clients.get_mut(&slot) else {
                 continue;
             };
@@ -959,7 +964,7 @@ impl DedicatedServer {
                 .and_then(|a| c.sent.get(a));
 
             let mut remotes = [Sighting::Hidden; MAX_SLOTS];
-            for ((other, state), score) in players.iter().zip(&scores) {
+            for (other, state, remote) in &players {
                 let i = usize::from(other.0);
                 if *other == slot || i >= MAX_SLOTS {
                     continue;
@@ -974,12 +979,11 @@ impl DedicatedServer {
                         interest::player_entity(i),
                         interest::player_priority(distance),
                     );
-                    remotes[i] = Sighting::Fresh(RemotePlayerSnap::of(state, *score));
+                    remotes[i] = Sighting::Fresh(*remote);
                 } else {
                     c.priority.add(interest::player_entity(i), -1.0);
                 }
             }
-            let mut cube_sightings = Vec::with_capacity(cubes.len());
             for (k, (cube, center)) in cubes.iter().zip(&cube_centers).enumerate() {
                 let distance = (center - me.position()).norm();
                 let moving = !cube.body.at_rest;
@@ -987,7 +991,6 @@ impl DedicatedServer {
                     interest::cube_entity(k),
                     interest::cube_priority(distance, moving, distance < 16.0),
                 );
-                cube_sightings.push(Sighting::Fresh(*cube));
             }
 
             for involved in news {
@@ -1038,7 +1041,7 @@ impl DedicatedServer {
                     hits: c.hits,
                 },
                 remotes,
-                cubes: cube_sightings,
+                cubes: fresh_cubes.clone(),
                 events,
             };
             let (trimmed, measured) = fit_budget(
