@@ -21,7 +21,8 @@ use physync_engine::shooter_net::events::{MAX_EVENT_AGE, MAX_EVENTS};
 use physync_engine::shooter_net::match_data::{chunks, data_hash};
 use physync_engine::shooter_net::messages::{ConnectRequest, MatchDataChunk};
 use physync_engine::shooter_net::snapshot::{
-    MAX_BASELINE_AGE, MAX_SLOTS, encode_snapshot, encode_snapshot_sized, fresh_bits, snapshot_bits,
+    MAX_BASELINE_AGE, MAX_SLOTS, encode_snapshot, encode_snapshot_sized, fresh_bits,
+    measure_snapshot,
 };
 use physync_engine::shooter_net::wire::{HEADER_BYTES, read_packet};
 use physync_engine::shooter_net::{
@@ -1070,19 +1071,20 @@ impl DedicatedServer {
             c.priority.mark_sent(&sent_ids);
             let has_baseline = baseline.is_some();
             let range_coder = self.config.range_coder;
-            let encoded = match measured.map_or_else(
-                || encode_snapshot(tick as u16, &cube_config, &snapshot, baseline, range_coder),
-                |bits| {
-                    encode_snapshot_sized(
-                        tick as u16,
-                        &cube_config,
-                        &snapshot,
-                        baseline,
-                        range_coder,
-                        bits,
-                    )
-                },
-            ) {
+            let bits = match measured {
+                Some(bits) => Ok(bits),
+                None => measure_snapshot(&cube_config, &mut snapshot, baseline),
+            };
+            let encoded = match bits.and_then(|bits| {
+                encode_snapshot_sized(
+                    tick as u16,
+                    &cube_config,
+                    snapshot,
+                    baseline,
+                    range_coder,
+                    bits,
+                )
+            }) {
                 Ok(encoded) => encoded,
                 Err(error) => {
                     self.stats.snapshot_errors += 1;
@@ -1166,7 +1168,7 @@ fn fit_budget(
     priority: &PriorityAccumulator,
     budget_bits: u64,
 ) -> (u64, Option<u64>) {
-    if let Ok(bits) = snapshot_bits(cube_config, snapshot, baseline)
+    if let Ok(bits) = measure_snapshot(cube_config, snapshot, baseline)
         && bits <= budget_bits
     {
         return (0, Some(bits));
@@ -1178,7 +1180,7 @@ fn fit_budget(
     for c in skeleton.cubes.iter_mut() {
         *c = Sighting::Held(None);
     }
-    let Ok(mut total) = snapshot_bits(cube_config, &skeleton, baseline) else {
+    let Ok(mut total) = measure_snapshot(cube_config, &mut skeleton, baseline) else {
         return (0, None);
     };
     let mut held = 0;
