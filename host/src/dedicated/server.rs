@@ -146,6 +146,9 @@ struct Client {
     /// The ack fields of the input packet that carried each tick's input first: which snapshots the client had
     /// received when it gave that input.
     acks_at_input: TickRing<(u16, u32)>,
+    /// Sent snapshots whose acknowledgement has already settled their events: every input packet repeats the
+    /// last 33 acks, and each snapshot's events need taking off `pending` once.
+    events_settled: TickRing<()>,
     /// Round trip in ticks, smoothed: when an unacknowledged event is due again.
     rtt_ticks: f32,
     priority: PriorityAccumulator,
@@ -544,6 +547,7 @@ impl DedicatedServer {
             sent: TickRing::new(SENT_SNAPSHOTS),
             acked: None,
             acks_at_input: TickRing::new(SENT_SNAPSHOTS),
+            events_settled: TickRing::new(SENT_SNAPSHOTS),
             rtt_ticks: 6.0,
             priority: interest::accumulator(),
             last_seen: [None; MAX_SLOTS],
@@ -654,9 +658,10 @@ impl DedicatedServer {
             let Some(snapshot) = c.sent.get(acked_tick) else {
                 continue;
             };
-            if !snapshot.events.is_empty() {
+            if !snapshot.events.is_empty() && !c.events_settled.contains(acked_tick) {
                 c.pending
                     .retain(|(e, _)| !snapshot.events.iter().any(|s| s.id == e.id));
+                c.events_settled.insert(acked_tick, ());
             }
             if c.acked.is_none_or(|a| acked_tick > a) {
                 c.acked = Some(acked_tick);
