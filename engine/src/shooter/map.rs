@@ -144,6 +144,9 @@ pub struct WorldGeometry {
     initial: Vec<CubePose>,
     placed: Vec<CubePose>,
     bvh: Bvh,
+    /// The tree over the static boxes alone (they never move): line-of-sight rays skip the cubes without a
+    /// filter, and the tree is built once.
+    statics_bvh: Bvh,
 }
 
 impl WorldGeometry {
@@ -156,6 +159,7 @@ impl WorldGeometry {
                 ColliderBuilder::cuboid(h.x, h.y, h.z).translation(point_to_glam(&b.center)),
             );
         }
+        let statics_bvh = Self::tree(&colliders);
         let initial: Vec<CubePose> = map.cubes.iter().map(|c| CubePose::at(c.center)).collect();
         let cubes = map
             .cubes
@@ -174,6 +178,7 @@ impl WorldGeometry {
             placed: initial.clone(),
             initial,
             bvh: Bvh::new(),
+            statics_bvh,
         };
         geometry.rebuild();
         geometry
@@ -182,14 +187,19 @@ impl WorldGeometry {
     /// Rebuilds the bounding-volume tree over every collider, with the margins rapier's broad phase gives them
     /// (queries such as the character controller's rely on them).
     fn rebuild(&mut self) {
+        self.bvh = Self::tree(&self.colliders);
+    }
+
+    /// A bounding-volume tree over every collider of `colliders`.
+    fn tree(colliders: &ColliderSet) -> Bvh {
         let margin = IntegrationParameters::default().prediction_distance() / 2.0;
-        let leaves = self.colliders.iter().map(|(handle, c)| {
+        let leaves = colliders.iter().map(|(handle, c)| {
             (
                 handle.into_raw_parts().0 as usize,
                 c.compute_collision_aabb(margin),
             )
         });
-        self.bvh = Bvh::from_iter(BvhBuildStrategy::Binned, leaves);
+        Bvh::from_iter(BvhBuildStrategy::Binned, leaves)
     }
 
     /// The cubes' poses in the map (before anything moved them).
@@ -251,12 +261,11 @@ impl WorldGeometry {
         if distance < 1e-4 {
             return false;
         }
-        let cubes = &self.cubes;
-        let statics =
-            |handle: ColliderHandle, _: &rapier3d::prelude::Collider| !cubes.contains(&handle);
         let ray = Ray::new(point_to_glam(from), vector_to_glam(&(d / distance)));
-        let mut queries = self.queries();
-        queries.filter = QueryFilter::default().predicate(&statics);
+        let queries = QueryPipeline {
+            bvh: &self.statics_bvh,
+            ..self.queries()
+        };
         queries.cast_ray(&ray, distance, true).is_some()
     }
 

@@ -469,7 +469,7 @@ pub fn encode_snapshot(
     encode_snapshot_sized(
         sequence,
         cube_config,
-        snapshot,
+        snapshot.clone(),
         baseline,
         try_range_coder,
         bits,
@@ -478,40 +478,39 @@ pub fn encode_snapshot(
 
 /// [`encode_snapshot`] for a caller that has already measured the snapshot's bit-packed body
 /// ([`snapshot_bits`] against the same baseline): `bitpack_bits`. A server fitting each snapshot to its byte
-/// budget measures it anyway, so the snapshot is not measured twice.
+/// budget measures it anyway, so the snapshot is not measured twice; it hands the snapshot over, and the snapshot
+/// is written in place into what the client will read (no copy per client per tick).
 pub fn encode_snapshot_sized(
     sequence: u16,
     cube_config: &StateConfig,
-    snapshot: &Snapshot,
+    mut snapshot: Snapshot,
     baseline: Option<&Snapshot>,
     try_range_coder: bool,
     bitpack_bits: u64,
 ) -> Result<EncodedSnapshot, WireError> {
-    let baseline = usable_baseline(snapshot, baseline);
+    let baseline = usable_baseline(&snapshot, baseline);
     let bitpack_len = wire::HEADER_BYTES + bitpack_bits.div_ceil(8) as usize;
-    let mut as_read = None;
     let arith = if try_range_coder {
         wire::write_arith_packet(PacketKind::Snapshot, sequence, (0, 0), |s| {
-            as_read = Some(write_snapshot(s, cube_config, snapshot, baseline)?);
-            Ok(())
+            serialize_body(s, cube_config, &mut snapshot, baseline)
         })
     } else {
         Err(WireError::TooLarge(0))
     };
+    // Writing a snapshot only settles it into the form the client reads (held entities take the baseline's
+    // state), so writing it again, bit-packed, gives the bytes the original would have.
     let (bytes, backend) = match arith {
         Ok(bytes) if bytes.len() <= bitpack_len => (bytes, physync_codec::Backend::Arith),
         _ => (
             wire::write_packet(PacketKind::Snapshot, sequence, (0, 0), |s| {
-                as_read = Some(write_snapshot(s, cube_config, snapshot, baseline)?);
-                Ok(())
+                serialize_body(s, cube_config, &mut snapshot, baseline)
             })?,
             physync_codec::Backend::Bitpack,
         ),
     };
-    let as_read = as_read.ok_or(WireError::TooLarge(0))?;
     Ok(EncodedSnapshot {
         bytes,
-        as_read,
+        as_read: snapshot,
         backend,
     })
 }
@@ -640,9 +639,19 @@ pub fn snapshot_bits(
     snapshot: &Snapshot,
     baseline: Option<&Snapshot>,
 ) -> Result<u64, WireError> {
+    measure_snapshot(cube_config, &mut snapshot.clone(), baseline)
+}
+
+/// [`snapshot_bits`] without a copy: measuring settles `snapshot` into the form the client reads (held entities
+/// take the baseline's state), which codes to the same bits.
+pub fn measure_snapshot(
+    cube_config: &StateConfig,
+    snapshot: &mut Snapshot,
+    baseline: Option<&Snapshot>,
+) -> Result<u64, WireError> {
     let mut measure = physync_codec::MeasureStream::new();
     let baseline = usable_baseline(snapshot, baseline);
-    serialize_body(&mut measure, cube_config, &mut snapshot.clone(), baseline)?;
+    serialize_body(&mut measure, cube_config, snapshot, baseline)?;
     Ok(measure.bits_counted())
 }
 

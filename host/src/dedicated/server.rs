@@ -21,7 +21,8 @@ use physync_engine::shooter_net::events::{MAX_EVENT_AGE, MAX_EVENTS};
 use physync_engine::shooter_net::match_data::{chunks, data_hash};
 use physync_engine::shooter_net::messages::{ConnectRequest, MatchDataChunk};
 use physync_engine::shooter_net::snapshot::{
-    MAX_BASELINE_AGE, MAX_SLOTS, encode_snapshot, encode_snapshot_sized, fresh_bits, snapshot_bits,
+    MAX_BASELINE_AGE, MAX_SLOTS, encode_snapshot, encode_snapshot_sized, fresh_bits,
+    measure_snapshot,
 };
 use physync_engine::shooter_net::wire::{HEADER_BYTES, read_packet};
 use physync_engine::shooter_net::{
@@ -145,6 +146,9 @@ struct Client {
     /// The ack fields of the input packet that carried each tick's input first: which snapshots the client had
     /// received when it gave that input.
     acks_at_input: TickRing<(u16, u32)>,
+    /// Sent snapshots whose acknowledgement has already settled their events: every input packet repeats the
+    /// last 33 acks, and each snapshot's events need taking off `pending` once.
+    events_settled: TickRing<()>,
     /// Round trip in ticks, smoothed: when an unacknowledged event is due again.
     rtt_ticks: f32,
     priority: PriorityAccumulator,
@@ -543,6 +547,7 @@ impl DedicatedServer {
             sent: TickRing::new(SENT_SNAPSHOTS),
             acked: None,
             acks_at_input: TickRing::new(SENT_SNAPSHOTS),
+            events_settled: TickRing::new(SENT_SNAPSHOTS),
             rtt_ticks: 6.0,
             priority: interest::accumulator(),
             last_seen: [None; MAX_SLOTS],
@@ -653,9 +658,10 @@ impl DedicatedServer {
             let Some(snapshot) = c.sent.get(acked_tick) else {
                 continue;
             };
-            if !snapshot.events.is_empty() {
+            if !snapshot.events.is_empty() && !c.events_settled.contains(acked_tick) {
                 c.pending
                     .retain(|(e, _)| !snapshot.events.iter().any(|s| s.id == e.id));
+                c.events_settled.insert(acked_tick, ());
             }
             if c.acked.is_none_or(|a| acked_tick > a) {
                 c.acked = Some(acked_tick);
@@ -926,8 +932,17 @@ impl DedicatedServer {
                 Point3::new(p[0], p[1], p[2])
             })
             .collect();
-        let players: Vec<(PlayerId, PlayerState)> =
-            self.world.players().map(|(id, p)| (id, *p)).collect();
+        // Shared by every client's snapshot this tick: each other player's trimmed state and score, computed once.
+        let players: Vec<(PlayerId, PlayerState, RemotePlayerSnap)> = self
+            .world
+            .players()
+            .map(|(id, p)| {
+                let score = self.clients.get(&id).map(|c| c.score).unwrap_or_default();
+                (id, *p, RemotePlayerSnap::of(p, score))
+            })
+            .collect();
+        let fresh_cubes: Vec<Sighting<ObjectState>> =
+            cubes.iter().copied().map(Sighting::Fresh).collect();
         if tick.is_multiple_of(VISIBILITY_EVERY_TICKS) || self.visibility.is_none() {
             self.visibility = Some(interest::visibility(&self.world));
         }
@@ -945,10 +960,6 @@ impl DedicatedServer {
             let Some(me) = self.world.player(slot).copied() else {
                 continue;
             };
-            let scores: Vec<ScoreLine> = players
-                .iter()
-                .map(|(id, _)| self.clients.get(id).map(|c| c.score).unwrap_or_default())
-                .collect();
             let Some(c) = self.clients.get_mut(&slot) else {
                 continue;
             };
@@ -959,7 +970,7 @@ impl DedicatedServer {
                 .and_then(|a| c.sent.get(a));
 
             let mut remotes = [Sighting::Hidden; MAX_SLOTS];
-            for ((other, state), score) in players.iter().zip(&scores) {
+            for (other, state, remote) in &players {
                 let i = usize::from(other.0);
                 if *other == slot || i >= MAX_SLOTS {
                     continue;
@@ -974,12 +985,11 @@ impl DedicatedServer {
                         interest::player_entity(i),
                         interest::player_priority(distance),
                     );
-                    remotes[i] = Sighting::Fresh(RemotePlayerSnap::of(state, *score));
+                    remotes[i] = Sighting::Fresh(*remote);
                 } else {
                     c.priority.add(interest::player_entity(i), -1.0);
                 }
             }
-            let mut cube_sightings = Vec::with_capacity(cubes.len());
             for (k, (cube, center)) in cubes.iter().zip(&cube_centers).enumerate() {
                 let distance = (center - me.position()).norm();
                 let moving = !cube.body.at_rest;
@@ -987,7 +997,6 @@ impl DedicatedServer {
                     interest::cube_entity(k),
                     interest::cube_priority(distance, moving, distance < 16.0),
                 );
-                cube_sightings.push(Sighting::Fresh(*cube));
             }
 
             for involved in news {
@@ -1038,7 +1047,7 @@ impl DedicatedServer {
                     hits: c.hits,
                 },
                 remotes,
-                cubes: cube_sightings,
+                cubes: fresh_cubes.clone(),
                 events,
             };
             let (trimmed, measured) = fit_budget(
@@ -1067,19 +1076,20 @@ impl DedicatedServer {
             c.priority.mark_sent(&sent_ids);
             let has_baseline = baseline.is_some();
             let range_coder = self.config.range_coder;
-            let encoded = match measured.map_or_else(
-                || encode_snapshot(tick as u16, &cube_config, &snapshot, baseline, range_coder),
-                |bits| {
-                    encode_snapshot_sized(
-                        tick as u16,
-                        &cube_config,
-                        &snapshot,
-                        baseline,
-                        range_coder,
-                        bits,
-                    )
-                },
-            ) {
+            let bits = match measured {
+                Some(bits) => Ok(bits),
+                None => measure_snapshot(&cube_config, &mut snapshot, baseline),
+            };
+            let encoded = match bits.and_then(|bits| {
+                encode_snapshot_sized(
+                    tick as u16,
+                    &cube_config,
+                    snapshot,
+                    baseline,
+                    range_coder,
+                    bits,
+                )
+            }) {
                 Ok(encoded) => encoded,
                 Err(error) => {
                     self.stats.snapshot_errors += 1;
@@ -1163,7 +1173,7 @@ fn fit_budget(
     priority: &PriorityAccumulator,
     budget_bits: u64,
 ) -> (u64, Option<u64>) {
-    if let Ok(bits) = snapshot_bits(cube_config, snapshot, baseline)
+    if let Ok(bits) = measure_snapshot(cube_config, snapshot, baseline)
         && bits <= budget_bits
     {
         return (0, Some(bits));
@@ -1175,7 +1185,7 @@ fn fit_budget(
     for c in skeleton.cubes.iter_mut() {
         *c = Sighting::Held(None);
     }
-    let Ok(mut total) = snapshot_bits(cube_config, &skeleton, baseline) else {
+    let Ok(mut total) = measure_snapshot(cube_config, &mut skeleton, baseline) else {
         return (0, None);
     };
     let mut held = 0;
