@@ -29,9 +29,10 @@ mod tests;
 
 use nalgebra::{Isometry3, Translation3, Vector3};
 use physync_codec::{BodyState, ObjectState, QuantConfig, Vec3Quantizer};
+use rapier3d::math::{Pose, Vector};
 use rapier3d::prelude::{
-    ColliderBuilder, ColliderHandle, ContactPair, PhysicsWorld, RigidBodyBuilder, RigidBodyHandle,
-    RigidBodyType,
+    ColliderBuilder, ColliderHandle, ContactPair, PhysicsWorld, RigidBody, RigidBodyBuilder,
+    RigidBodyHandle, RigidBodyType,
 };
 
 use at_rest::{RestDetector, Sample};
@@ -134,6 +135,43 @@ struct Object {
     /// The ownership sequence of the grab by a remote player that ended here (its avatar stopped listing the
     /// object): a late or interpolated avatar naming that same grab does not put the object back in the hand.
     released_grab: Option<(PlayerIndex, u16)>,
+    /// The last quantization of its body, reused while rapier's state of the body has not changed.
+    quantized: Option<QuantizedBody>,
+}
+
+/// A body's state exactly as rapier held it, and what it quantizes to: the rest detector quantizes every free
+/// body after a step, and the write-back before the next step needs the same quantization of the same numbers.
+#[derive(Debug, Clone, Copy)]
+struct QuantizedBody {
+    position: Pose,
+    linvel: Vector,
+    angvel: Vector,
+    state: BodyState,
+}
+
+impl QuantizedBody {
+    /// The quantized state of `body`, from `cache` when the body has not changed since it was filled.
+    fn state(cache: &mut Option<Self>, quant: &QuantConfig, body: &RigidBody) -> BodyState {
+        match cache {
+            Some(c)
+                if c.position == *body.position()
+                    && c.linvel == body.linvel()
+                    && c.angvel == body.angvel() =>
+            {
+                c.state
+            }
+            _ => {
+                let state = quantize_body(quant, body, false);
+                *cache = Some(Self {
+                    position: *body.position(),
+                    linvel: body.linvel(),
+                    angvel: body.angvel(),
+                    state,
+                });
+                state
+            }
+        }
+    }
 }
 
 /// Buffers every step reuses, so that stepping allocates nothing once the world has run a step.
@@ -255,6 +293,7 @@ impl World {
                     render_error: RenderError::default(),
                     holder: None,
                     released_grab: None,
+                    quantized: None,
                 }
             })
             .collect();
@@ -344,26 +383,41 @@ impl World {
     }
 
     /// Quantize-both-sides and rest holding: every free object starts the step from its quantized state, and
-    /// a resting object from its resting pose with zero velocity.
+    /// a resting object that something woke from its resting pose with zero velocity. A body already there is
+    /// not touched at all: rapier takes any mutable access to a body for a user change.
     fn write_back_before_step(&mut self) {
         let quant = self.config.quant;
         let quantize = self.config.quantize_both_sides;
-        for object in &self.objects {
+        for object in &mut self.objects {
             if object.holder.is_some() {
                 continue;
             }
-            let body = &mut self.physics.bodies[object.body];
+            let body = &self.physics.bodies[object.body];
             if object.at_rest && body.is_sleeping() {
                 continue;
             }
-            if object.at_rest {
-                body.set_position(pose_to_rapier(&object.rest_pose), false);
-                body.set_linvel(vec_to_rapier(&Vector3::zeros()), false);
-                body.set_angvel(vec_to_rapier(&Vector3::zeros()), false);
+            let (pose, linvel, angvel) = if object.at_rest {
+                (
+                    pose_to_rapier(&object.rest_pose),
+                    Vector::ZERO,
+                    Vector::ZERO,
+                )
             } else if quantize {
-                let state = quantize_body(&quant, body, false);
-                write_body(body, &quant, &state);
+                rapier_state(
+                    &quant,
+                    &QuantizedBody::state(&mut object.quantized, &quant, body),
+                )
+            } else {
+                continue;
+            };
+            if *body.position() == pose && body.linvel() == linvel && body.angvel() == angvel {
+                continue;
             }
+            let wake = !object.at_rest;
+            let body = &mut self.physics.bodies[object.body];
+            body.set_position(pose, wake);
+            body.set_linvel(linvel, wake);
+            body.set_angvel(angvel, wake);
         }
     }
 
@@ -429,14 +483,24 @@ impl World {
             {
                 continue;
             }
-            let body = &mut self.physics.bodies[object.body];
+            let body = &self.physics.bodies[object.body];
             if !body.is_dynamic() {
                 continue;
             }
-            let linear = RollingLoss::slow(object.rolling.linear, vec_from_rapier(body.linvel()));
-            let angular = RollingLoss::slow(object.rolling.angular, vec_from_rapier(body.angvel()));
-            body.set_linvel(vec_to_rapier(&linear), false);
-            body.set_angvel(vec_to_rapier(&angular), false);
+            let linear = vec_to_rapier(&RollingLoss::slow(
+                object.rolling.linear,
+                vec_from_rapier(body.linvel()),
+            ));
+            let angular = vec_to_rapier(&RollingLoss::slow(
+                object.rolling.angular,
+                vec_from_rapier(body.angvel()),
+            ));
+            if body.linvel() == linear && body.angvel() == angular {
+                continue;
+            }
+            let body = &mut self.physics.bodies[object.body];
+            body.set_linvel(linear, false);
+            body.set_angvel(angular, false);
         }
     }
 
@@ -465,7 +529,7 @@ impl World {
                 scratch.touches_held[i],
                 scratch.supported[i],
             );
-            let body = &mut self.physics.bodies[object.body];
+            let body = &self.physics.bodies[object.body];
             if object.holder.is_some() {
                 object.rest.clear();
                 object.at_rest = false;
@@ -479,16 +543,15 @@ impl World {
                 if disturbed {
                     object.at_rest = false;
                     object.rest.clear();
-                    body.wake_up(true);
+                    self.physics.bodies[object.body].wake_up(true);
                 } else if !body.is_sleeping() {
+                    let body = &mut self.physics.bodies[object.body];
                     body.set_position(pose_to_rapier(&object.rest_pose), false);
-                    body.set_linvel(vec_to_rapier(&Vector3::zeros()), false);
-                    body.set_angvel(vec_to_rapier(&Vector3::zeros()), false);
                     body.sleep();
                 }
                 continue;
             }
-            let state = quantize_body(&quant, body, false);
+            let state = QuantizedBody::state(&mut object.quantized, &quant, body);
             let pose = state_pose(&quant, &state);
             let slow = vec_from_array(state.linear_velocity_f32(&quant)).norm()
                 <= WAKE_LINEAR_SPEED
@@ -503,9 +566,9 @@ impl World {
             if object.rest.push(&sample) {
                 object.at_rest = true;
                 object.rest_pose = pose;
+                let body = &mut self.physics.bodies[object.body];
                 body.set_position(pose_to_rapier(&pose), false);
-                body.set_linvel(vec_to_rapier(&Vector3::zeros()), false);
-                body.set_angvel(vec_to_rapier(&Vector3::zeros()), false);
+                body.sleep();
             }
         }
         self.scratch = scratch;
@@ -802,11 +865,7 @@ fn closing_speed(pair: &ContactPair, closing: &Vector3<f32>) -> f32 {
 }
 
 /// Quantizes a rapier body's state with the codec.
-fn quantize_body(
-    quant: &QuantConfig,
-    body: &rapier3d::prelude::RigidBody,
-    at_rest: bool,
-) -> BodyState {
+fn quantize_body(quant: &QuantConfig, body: &RigidBody, at_rest: bool) -> BodyState {
     let pose = pose_from_rapier(body.position());
     BodyState::quantize(
         quant,
@@ -826,15 +885,19 @@ fn state_pose(quant: &QuantConfig, state: &BodyState) -> Isometry3<f32> {
     )
 }
 
-/// Writes a quantized state into a rapier body.
-fn write_body(body: &mut rapier3d::prelude::RigidBody, quant: &QuantConfig, state: &BodyState) {
-    body.set_position(pose_to_rapier(&state_pose(quant, state)), true);
-    body.set_linvel(
+/// The rapier pose and velocities a quantized state stands for.
+fn rapier_state(quant: &QuantConfig, state: &BodyState) -> (Pose, Vector, Vector) {
+    (
+        pose_to_rapier(&state_pose(quant, state)),
         vec_to_rapier(&vec_from_array(state.linear_velocity_f32(quant))),
-        true,
-    );
-    body.set_angvel(
         vec_to_rapier(&vec_from_array(state.angular_velocity_f32(quant))),
-        true,
-    );
+    )
+}
+
+/// Writes a quantized state into a rapier body.
+fn write_body(body: &mut RigidBody, quant: &QuantConfig, state: &BodyState) {
+    let (pose, linvel, angvel) = rapier_state(quant, state);
+    body.set_position(pose, true);
+    body.set_linvel(linvel, true);
+    body.set_angvel(angvel, true);
 }
