@@ -81,7 +81,7 @@ impl RangeEncoder {
         self.normalize();
     }
 
-    /// Codes the low `bits` bits of `value` at even odds, most significant first, up to [`DIRECT_CHUNK`] bits
+    /// Codes the low `bits` bits of `value` at even odds, most significant first, up to `DIRECT_CHUNK` (16) bits
     /// in one step (the range keeps at least 8 bits of precision, so a chunk costs its width to within 1%).
     #[inline]
     pub fn encode_direct(&mut self, value: u32, bits: u32) {

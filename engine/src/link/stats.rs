@@ -35,7 +35,7 @@ pub struct LinkStats {
     pub packets_lost: u64,
     /// Smoothed round-trip time from send to ack (includes the other side's send interval), once known.
     pub rtt: Option<Duration>,
-    /// Fraction of the last [`LOSS_WINDOW`] resolved datagrams (acked, or out of the ack window) that were lost;
+    /// Fraction of the last `LOSS_WINDOW` (1,024) resolved datagrams (acked, or out of the ack window) that were lost;
     /// `packets_lost / (packets_lost + packets_acked)` is the same over the whole session.
     pub loss: f64,
     /// Objects whose baselines (sending) or received states (receiving) were forgotten after
