@@ -319,6 +319,32 @@ fn a_host_that_does_not_answer_ends_the_join_with_a_message() {
     );
 }
 
+/// A host started through the launcher on `port` (0 picks one).
+fn host_on(
+    launcher: &mut CoreLauncher,
+    port: u16,
+    scene: SceneKind,
+    max_players: u8,
+) -> Box<dyn SessionHandle> {
+    launcher
+        .host(&HostConfig {
+            port,
+            scene: scene.spec(),
+            max_players,
+        })
+        .unwrap()
+}
+
+/// A guest started through the launcher, joining the host on `port` of 127.0.0.1 without a join code.
+fn join_local(launcher: &mut CoreLauncher, port: u16) -> Box<dyn SessionHandle> {
+    launcher
+        .join(&JoinConfig {
+            address: ([127, 0, 0, 1], port).into(),
+            join_code: None,
+        })
+        .unwrap()
+}
+
 /// Pumps handles until `done` holds.
 fn pump_until(
     handles: &mut [&mut dyn SessionHandle],
@@ -342,13 +368,7 @@ fn pump_until(
 #[test]
 fn bots_fill_a_session_and_play_under_their_own_authority() {
     let mut launcher = CoreLauncher::new(6);
-    let mut host = launcher
-        .host(&HostConfig {
-            port: 0,
-            scene: SceneKind::Table.spec(),
-            max_players: 4,
-        })
-        .unwrap();
+    let mut host = host_on(&mut launcher, 0, SceneKind::Table, 4);
     for kind in BotKind::ALL {
         host.add_bot(kind).unwrap();
     }
@@ -381,23 +401,12 @@ fn bots_fill_a_session_and_play_under_their_own_authority() {
 fn a_full_session_refuses_a_guest_with_a_message() {
     let mut launcher = CoreLauncher::new(8);
     let port = free_port();
-    let mut host = launcher
-        .host(&HostConfig {
-            port,
-            scene: SceneKind::Tower.spec(),
-            max_players: 2,
-        })
-        .unwrap();
+    let mut host = host_on(&mut launcher, port, SceneKind::Tower, 2);
     host.add_bot(BotKind::Grabber).unwrap();
     pump_until(&mut [host.as_mut()], "the bot joins", |hs| {
         hs[0].players().len() == 2
     });
-    let mut guest = launcher
-        .join(&JoinConfig {
-            address: ([127, 0, 0, 1], port).into(),
-            join_code: None,
-        })
-        .unwrap();
+    let mut guest = join_local(&mut launcher, port);
     pump_until(
         &mut [host.as_mut(), guest.as_mut()],
         "the guest is refused",
@@ -413,19 +422,8 @@ fn a_full_session_refuses_a_guest_with_a_message() {
 fn a_guest_leaving_through_a_lossy_link_is_let_go_by_the_host_before_its_timeout() {
     let mut launcher = CoreLauncher::new(11);
     let port = free_port();
-    let mut host = launcher
-        .host(&HostConfig {
-            port,
-            scene: SceneKind::Table.spec(),
-            max_players: 4,
-        })
-        .unwrap();
-    let mut guest = launcher
-        .join(&JoinConfig {
-            address: ([127, 0, 0, 1], port).into(),
-            join_code: None,
-        })
-        .unwrap();
+    let mut host = host_on(&mut launcher, port, SceneKind::Table, 4);
+    let mut guest = join_local(&mut launcher, port);
     pump_until(
         &mut [host.as_mut(), guest.as_mut()],
         "the guest joins",
