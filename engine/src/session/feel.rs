@@ -3,7 +3,9 @@
 //! jumping). Session tests and the `peer_feel` benchmark share it, so both measure the same thing.
 
 use nalgebra::Vector3;
+use serde::Serialize;
 
+use crate::world::authority::PlayerIndex;
 use crate::world::scene::ObjectId;
 use crate::world::{FLOOR_TOP, World, lowest_point};
 
@@ -16,6 +18,57 @@ pub const SNAP_M: f32 = 0.05;
 
 /// Steps shorter than this (m) give no direction of motion to step back from.
 const MIN_STEP_M: f32 = 0.001;
+
+/// A backstep longer than this (m) is logged by a meter built with [`FeelMeter::logging`] (the goal of the
+/// `peer_feel` benchmark).
+pub const LOGGED_BACKSTEP_M: f32 = 0.01;
+
+/// Which pose a fault was seen in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum FeelFault {
+    /// The rendered pose stepped against the object's motion.
+    RenderBackstep,
+    /// The physics pose stepped against the object's motion.
+    PhysicsBackstep,
+    /// The rendered pose jumped more than [`SNAP_M`] beyond what its speed covers.
+    Snap,
+}
+
+/// One fault a peer showed, with what the peer knew of the object on that frame: what a person debugging the
+/// figures needs to tell one cause from another.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FeelEvent {
+    /// The peer's frame count (after the step that showed it).
+    pub frame: u64,
+    /// The object.
+    pub object: ObjectId,
+    /// What was seen.
+    pub fault: FeelFault,
+    /// How far (m).
+    pub metres: f32,
+    /// The authority this peer gave the object.
+    pub authority: PlayerIndex,
+    /// Whether that authority was confirmed by the host.
+    pub confirmed: bool,
+    /// The player holding it, if any.
+    pub holder: Option<PlayerIndex>,
+    /// What it touched on the previous step: object ids, `None` for the level.
+    pub contacts_before: Vec<Option<ObjectId>>,
+    /// What it touches after this step.
+    pub contacts: Vec<Option<ObjectId>>,
+    /// Frames since this peer last wrote a received state into the object (1: just before this step).
+    pub frames_since_applied: Option<u64>,
+    /// How far that state moved the physics pose (m).
+    pub applied_jump_m: Option<f32>,
+    /// The physics velocity that state replaced, and the one after this step (m/s).
+    pub velocity_replaced: Option<[f32; 3]>,
+    /// The physics velocity after this step (m/s).
+    pub velocity: [f32; 3],
+    /// The physics position after this step.
+    pub position: [f32; 3],
+    /// Distance of the rendered pose from the physics pose after this step (m).
+    pub render_offset_m: f32,
+}
 
 /// The worst of what one peer showed.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -49,7 +102,7 @@ impl FeelFigures {
 }
 
 /// One object as the peer showed it on the previous frame.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Seen {
     render: Vector3<f32>,
     physics: Vector3<f32>,
@@ -57,6 +110,7 @@ struct Seen {
     physics_step: Vector3<f32>,
     speed: f32,
     flying: bool,
+    contacts: Vec<Option<ObjectId>>,
 }
 
 /// The meter of one peer. Call [`FeelMeter::observe`] after each of its steps.
@@ -64,6 +118,7 @@ struct Seen {
 pub struct FeelMeter {
     seen: Vec<Option<Seen>>,
     figures: FeelFigures,
+    log: Option<Vec<FeelEvent>>,
 }
 
 impl FeelMeter {
@@ -72,9 +127,22 @@ impl FeelMeter {
         Self::default()
     }
 
+    /// A meter that also logs every snap and every backstep over [`LOGGED_BACKSTEP_M`] with its context.
+    pub fn logging() -> Self {
+        Self {
+            log: Some(Vec::new()),
+            ..Self::default()
+        }
+    }
+
     /// What the peer showed so far.
     pub fn figures(&self) -> FeelFigures {
         self.figures
+    }
+
+    /// The faults logged so far (none unless built with [`FeelMeter::logging`]).
+    pub fn events(&self) -> &[FeelEvent] {
+        self.log.as_deref().unwrap_or_default()
     }
 
     /// Reads every object's render and physics pose of one frame of `world`.
@@ -102,7 +170,12 @@ impl FeelMeter {
         let ours = world.authority(id).view.authority == local
             || world.holder(id).is_some_and(|h| h.player == local);
         let flying = world.holder(id).is_none() && !world.in_contact(id) && !world.is_at_rest(id);
-        let Some(before) = self.seen[usize::from(id)] else {
+        let contacts = if self.log.is_some() {
+            world.contacts(id).collect()
+        } else {
+            Vec::new()
+        };
+        let Some(before) = self.seen[usize::from(id)].take() else {
             return Seen {
                 render,
                 physics,
@@ -110,23 +183,38 @@ impl FeelMeter {
                 physics_step: Vector3::zeros(),
                 speed,
                 flying,
+                contacts,
             };
         };
         let (render_step, physics_step) = (render - before.render, physics - before.physics);
         let jump = render_step.norm() - before.speed.max(speed) * dt;
         f.worst_jump_m = f.worst_jump_m.max(jump);
+        let mut faults = Vec::new();
         if jump > SNAP_M {
             f.snaps += 1;
+            faults.push((FeelFault::Snap, jump));
         }
         if flying && before.flying && !ours {
-            for (step, previous) in [
-                (render_step, before.render_step),
-                (physics_step, before.physics_step),
+            for (fault, step, previous) in [
+                (FeelFault::RenderBackstep, render_step, before.render_step),
+                (
+                    FeelFault::PhysicsBackstep,
+                    physics_step,
+                    before.physics_step,
+                ),
             ] {
                 if previous.norm() >= MIN_STEP_M {
                     let back = -step.dot(&previous.normalize());
                     f.max_backstep_m = f.max_backstep_m.max(back);
+                    if back > LOGGED_BACKSTEP_M {
+                        faults.push((fault, back));
+                    }
                 }
+            }
+        }
+        if let Some(log) = &mut self.log {
+            for (fault, metres) in faults {
+                log.push(event(world, id, fault, metres, &before.contacts, &contacts));
             }
         }
         Seen {
@@ -136,6 +224,39 @@ impl FeelMeter {
             physics_step,
             speed,
             flying,
+            contacts,
         }
+    }
+}
+
+/// A fault of `id` on `world`'s latest frame, with its context.
+fn event(
+    world: &World,
+    id: ObjectId,
+    fault: FeelFault,
+    metres: f32,
+    contacts_before: &[Option<ObjectId>],
+    contacts: &[Option<ObjectId>],
+) -> FeelEvent {
+    let authority = world.authority(id);
+    let applied = world.last_applied(id);
+    let physics = world.physics_pose(id).translation.vector;
+    let render = world.render_pose(id).translation.vector;
+    FeelEvent {
+        frame: world.frame(),
+        object: id,
+        fault,
+        metres,
+        authority: authority.view.authority,
+        confirmed: authority.confirmed,
+        holder: world.holder(id).map(|h| h.player),
+        contacts_before: contacts_before.to_vec(),
+        contacts: contacts.to_vec(),
+        frames_since_applied: applied.map(|a| world.frame() - a.frame),
+        applied_jump_m: applied.map(|a| a.jump_m),
+        velocity_replaced: applied.map(|a| a.velocity_before.into()),
+        velocity: world.linear_velocity(id).into(),
+        position: physics.into(),
+        render_offset_m: (render - physics).norm(),
     }
 }

@@ -223,6 +223,7 @@ impl World {
             object.holder = None;
             object.priority.thrown();
             self.set_body_type(id, RigidBodyType::Dynamic);
+            self.forget_contact_impulses(id);
         }
     }
 }

@@ -137,6 +137,20 @@ struct Object {
     released_grab: Option<(PlayerIndex, u16)>,
     /// The last quantization of its body, reused while rapier's state of the body has not changed.
     quantized: Option<QuantizedBody>,
+    /// The last received state written into its body.
+    applied: Option<AppliedState>,
+}
+
+/// A received state this peer wrote into an object's body: when, and how far it moved the body. What a frame-by-
+/// frame meter reads to tell a correction from the simulation's own motion.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AppliedState {
+    /// The world's frame count when it was applied (before that frame's step).
+    pub frame: u64,
+    /// How far it moved the physics position (m).
+    pub jump_m: f32,
+    /// The physics velocity it replaced (m/s).
+    pub velocity_before: Vector3<f32>,
 }
 
 /// A body's state exactly as rapier held it, and what it quantizes to: the rest detector quantizes every free
@@ -294,6 +308,7 @@ impl World {
                     holder: None,
                     released_grab: None,
                     quantized: None,
+                    applied: None,
                 }
             })
             .collect();
@@ -674,10 +689,17 @@ impl World {
             return;
         }
         let shown = self.render_pose(id);
+        let frame = self.frame;
         let object = &mut self.objects[usize::from(id)];
         let body = &mut self.physics.bodies[object.body];
+        let (before, velocity_before) = (pose_from_rapier(body.position()), body.linvel());
         write_body(body, &quant, state);
         let after = state_pose(&quant, state);
+        object.applied = Some(AppliedState {
+            frame,
+            jump_m: (after.translation.vector - before.translation.vector).norm(),
+            velocity_before: vec_from_rapier(velocity_before),
+        });
         object.render_error = RenderError::between(&shown, &after);
         if state.at_rest && self.config.at_rest_detection {
             object.at_rest = true;
@@ -753,6 +775,27 @@ impl World {
         body.set_position(pose_to_rapier(pose), true);
         body.set_next_kinematic_position(pose_to_rapier(pose));
         object.render_error = RenderError::between(&shown, pose);
+    }
+
+    /// The last received state written into an object's body, if any.
+    pub fn last_applied(&self, id: ObjectId) -> Option<AppliedState> {
+        self.objects[usize::from(id)].applied
+    }
+
+    /// What an object touched in the last step: other objects by id, `None` for level geometry.
+    pub fn contacts(&self, id: ObjectId) -> impl Iterator<Item = Option<ObjectId>> + '_ {
+        let collider = self.objects[usize::from(id)].collider;
+        self.physics
+            .contact_pairs_with(collider)
+            .filter(|pair| pair.has_any_active_contact())
+            .map(move |pair| {
+                let other = if pair.collider1 == collider {
+                    pair.collider2
+                } else {
+                    pair.collider1
+                };
+                self.object_of(other)
+            })
     }
 
     /// Whether an object touched anything (another object or the floor) in the last step.
@@ -839,6 +882,22 @@ impl World {
         let spin = Vector3::y().cross(&horizontal_velocity) / radius;
         body.set_linvel(vec_to_rapier(&v), true);
         body.set_angvel(vec_to_rapier(&spin), true);
+    }
+
+    /// Drops the contacts of an object and of the objects it touches, so that the next step builds them afresh.
+    /// A kinematic body (a held object) pressed into a body that cannot give way piles up contact impulses
+    /// rapier keeps to warm-start the next step: the first dynamic step of a released object, and of what it was
+    /// pressed into, would start from them and launch both at metres per second, whatever the depenetration cap.
+    /// rapier offers no way to clear them but to take the collider out of the world and put it back.
+    fn forget_contact_impulses(&mut self, id: ObjectId) {
+        let mut touched: Vec<ObjectId> = self.contacts(id).flatten().collect();
+        touched.push(id);
+        for id in touched {
+            let object = &mut self.objects[usize::from(id)];
+            if let Some(collider) = self.physics.remove_collider(object.collider) {
+                object.collider = self.physics.insert_collider(collider, Some(object.body));
+            }
+        }
     }
 
     fn set_body_type(&mut self, id: ObjectId, kind: RigidBodyType) {

@@ -798,3 +798,46 @@ fn a_cube_let_go_by_another_player_is_not_taken_by_touch_on_a_third_peer() {
         );
     }
 }
+
+/// A hand presses the cube it holds deep into a cube resting on the floor (a builder placing a cube where another
+/// one already is), then lets go. The overlap must be pushed apart at the depenetration cap, not launch either
+/// cube: rapier keeps the impulses a kinematic body's contacts piled up, and the first dynamic step would
+/// warm-start from them.
+#[test]
+fn a_cube_pressed_into_another_and_let_go_is_not_launched() {
+    let mut world = World::new(WorldConfig::default(), &SceneSpec::table());
+    for _ in 0..120 {
+        world.step();
+    }
+    let below = world.physics_pose(0).translation.vector;
+    world.set_hand_pose(0, Hand::Right, world.physics_pose(1));
+    world.grab(0, Hand::Right, 1).unwrap();
+    let dt = world.dt();
+    let mut at = world.physics_pose(1).translation.vector;
+    let lifted = at + Vector3::y() * 0.75;
+    let above = below + Vector3::y() * 0.75;
+    // Carry it over the resting cube, then lower it at 0.5 m/s until the two overlap by 0.27 m.
+    let mut move_to = |world: &mut World, to: Vector3<f32>, speed: f32| {
+        while (to - at).norm() > 1e-4 {
+            let d = to - at;
+            at += d * (speed * dt / d.norm()).min(1.0);
+            world.set_hand_pose(0, Hand::Right, Isometry3::translation(at.x, at.y, at.z));
+            world.step();
+        }
+    };
+    move_to(&mut world, lifted, 2.0);
+    move_to(&mut world, above, 2.0);
+    move_to(&mut world, below + Vector3::y() * 0.23, 0.5);
+    for _ in 0..30 {
+        world.step();
+    }
+    world.release(0, Hand::Right);
+    let mut fastest = 0.0f32;
+    for _ in 0..120 {
+        world.step();
+        fastest = fastest
+            .max(world.linear_velocity(0).norm())
+            .max(world.linear_velocity(1).norm());
+    }
+    assert!(fastest < 2.0, "launched at {fastest} m/s");
+}

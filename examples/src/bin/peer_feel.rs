@@ -48,6 +48,10 @@ struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Also print every snap and every backstep over 10 mm, one JSON object a line on stderr, with what the peer
+    /// knew of the object on that frame.
+    #[arg(long)]
+    events: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -129,8 +133,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Duration::from_millis(1500),
         rng.random(),
     );
-    let mut host_meter = FeelMeter::new();
-    let mut guest_meters = vec![FeelMeter::new(); kinds.len()];
+    let meter = || {
+        if args.events {
+            FeelMeter::logging()
+        } else {
+            FeelMeter::new()
+        }
+    };
+    let mut host_meter = meter();
+    let mut guest_meters = vec![meter(); kinds.len()];
     let mut resolved: Vec<Option<f64>> = Vec::new();
 
     let frame = Duration::from_secs(1) / 60;
@@ -184,6 +195,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
+    if args.events {
+        let meters = std::iter::once(&host_meter).chain(&guest_meters);
+        for (peer, m) in meters.enumerate() {
+            for e in m.events() {
+                let line = serde_json::json!({ "peer": peer, "event": e });
+                eprintln!("{line}");
+            }
+        }
+    }
     let host_world = sim.host().world();
     let (mut authority_mismatches, mut holder_mismatches, mut max_mm) = (0, 0, 0.0f64);
     for (_, g) in sim.guests() {
