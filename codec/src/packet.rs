@@ -730,7 +730,9 @@ fn read_section_entries<S: Stream, T: DeltaState>(
     let frame = f as u16;
     let mut count = 0u32;
     s.count(ENTRY_COUNT, &mut count, u32::from(link.max_objects))?;
-    let mut out = Vec::with_capacity((count as usize).min(256));
+    // `count` is at most the link's `max_objects`; the capacity is capped lower still, so that a hostile count
+    // reserves little.
+    let mut out = Vec::with_capacity((count as usize).min(1024));
     let mut previous = None;
     let mut previous_gap_length = 0;
     let mut previous_offset = 0u16;
