@@ -414,6 +414,9 @@ impl ArithWriteStream {
         self.enc.encode_direct(value, bits);
     }
 
+    /// Codes `value` in `min..=max`. Inlined, so that a small range known where it is called (tags, buckets)
+    /// codes its tree without branching on the range; wider ones go to [`ArithWriteStream::wide_value`].
+    #[inline(always)]
     fn value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
         self.name(ctx);
         if max - min <= SMALL_SPAN {
@@ -428,6 +431,11 @@ impl ArithWriteStream {
             }
             return;
         }
+        self.wide_value(ctx, value, min, max);
+    }
+
+    /// [`ArithWriteStream::value`] for a range of more than 16 values.
+    fn wide_value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
         let sh = shape(min, max);
         let d = value - sh.base;
         let m = d.unsigned_abs();
@@ -466,7 +474,7 @@ impl ArithWriteStream {
 impl Stream for ArithWriteStream {
     const READING: bool = false;
 
-    #[inline]
+    #[inline(always)]
     fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
         self.name(ctx);
         let c = self.models.head(ctx);
@@ -474,6 +482,7 @@ impl Stream for ArithWriteStream {
         Ok(())
     }
 
+    #[inline(always)]
     fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
         check_range(ctx, i64::from(*value), min, max)?;
         self.value(ctx, i64::from(*value), i64::from(min), i64::from(max));
@@ -563,6 +572,8 @@ impl<'a> ArithReadStream<'a> {
         Ok(bit)
     }
 
+    /// Decodes a value in `min..=max`; inlined like [`ArithWriteStream::value`].
+    #[inline(always)]
     fn value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
         self.name(ctx);
         if max - min <= SMALL_SPAN {
@@ -579,6 +590,11 @@ impl<'a> ArithReadStream<'a> {
             }
             return Ok(v);
         }
+        self.wide_value(ctx, min, max)
+    }
+
+    /// [`ArithReadStream::value`] for a range of more than 16 values.
+    fn wide_value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
         let sh = shape(min, max);
         let c = self.models.bucket(ctx, sh.levels);
         let mut node = 1usize;
@@ -626,7 +642,7 @@ impl<'a> ArithReadStream<'a> {
 impl Stream for ArithReadStream<'_> {
     const READING: bool = true;
 
-    #[inline]
+    #[inline(always)]
     fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
         self.name(ctx);
         let c = self.models.head(ctx);
@@ -634,6 +650,7 @@ impl Stream for ArithReadStream<'_> {
         Ok(())
     }
 
+    #[inline(always)]
     fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
         *value = self.value(ctx, i64::from(min), i64::from(max))? as i32;
         Ok(())

@@ -190,9 +190,9 @@ impl<'a> BitReadStream<'a> {
                 return Err(CodecError::Truncated);
             }
         }
+        // Bits above `acc_bits` are stale (already read); every read masks them off.
         self.acc_bits -= bits;
         let v = (self.acc >> self.acc_bits) & ((1u64 << bits) - 1);
-        self.acc &= (1u64 << self.acc_bits) - 1;
         Ok(v as u32)
     }
 }

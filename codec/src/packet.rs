@@ -8,9 +8,9 @@
 //! baselines are named relative to this packet's `sequence`. Nothing may follow the last section.
 
 use crate::arith::{ArithReadStream, ArithWriteStream, FieldCosts};
-use crate::baseline::{AckTracker, MAX_BASELINE_OFFSET, ReceiveHistory};
+use crate::baseline::{AckTracker, Baseline, MAX_BASELINE_OFFSET, ReceiveHistory};
 use crate::bitpack::{BitReadStream, BitWriteStream};
-use crate::delta::{DeltaPath, DeltaState, plan, serialize_entry, serialize_entry_lazy};
+use crate::delta::{DeltaPath, DeltaPlan, DeltaState, plan, serialize_entry_lazy};
 use crate::error::CodecError;
 use crate::header::{Backend, HEADER_BYTES, PacketHeader, serialize_header};
 use crate::quant::bits_for;
@@ -65,11 +65,13 @@ impl Default for LinkConfig {
 }
 
 impl LinkConfig {
+    #[inline]
     fn max_id(&self) -> i32 {
         i32::from(self.max_objects.max(1)) - 1
     }
 
     /// The largest bit length an id gap can have.
+    #[inline]
     fn max_gap_length(&self) -> i32 {
         bits_for(self.max_id() as u32) as i32
     }
@@ -100,15 +102,17 @@ pub struct PacketWriter {
     sink: Sink,
 }
 
-/// One entry ready to write: everything [`serialize_entry_body`] needs.
+/// One entry ready to write: everything [`serialize_entry_body`] needs. The baseline is borrowed from the ack
+/// tracker and the prediction from it, made only for an object that changed, is kept aside (an index into the
+/// section's predictions), so that choosing and sorting a datagram's entries moves little memory.
 #[derive(Clone, Copy)]
-struct Entry<T> {
+struct Entry<'b, T> {
     id: u16,
-    state: T,
     offset: Option<u16>,
-    baseline: Option<T>,
-    prediction: Option<T>,
     path: DeltaPath,
+    prediction: Option<u32>,
+    state: T,
+    baseline: Option<&'b Baseline<T>>,
 }
 
 /// The context of the next id gap: the bit length of the gap before it, capped.
@@ -179,52 +183,57 @@ fn offset_bits(offset: Option<u16>, previous_offset: u16) -> u64 {
 }
 
 /// Serializes an entry's baseline fields and its state along its path; the id comes before, from
-/// [`serialize_id`].
+/// [`serialize_id`]. `predictions` holds the predictions the entries' indices name.
+#[inline]
 fn serialize_entry_body<S: Stream, T: DeltaState>(
     s: &mut S,
     config: &T::Config,
-    e: &mut Entry<T>,
+    predictions: &[T],
+    e: &Entry<'_, T>,
     previous_offset: u16,
 ) -> Result<(), CodecError> {
     let mut has = e.offset.is_some();
     s.bool(HAS_BASELINE, &mut has)?;
-    if has {
-        let mut offset = e.offset.unwrap_or(0);
+    if let Some(offset) = e.offset {
         let mut same = offset == previous_offset;
         s.bool(SAME_OFFSET, &mut same)?;
         if !same {
             let mut o = i32::from(offset);
             s.int(OFFSET, &mut o, 1, i32::from(MAX_BASELINE_OFFSET))?;
-            offset = o as u16;
         }
-        e.offset = Some(offset);
     }
-    serialize_entry(
+    let (mut state, mut path) = (e.state, e.path);
+    serialize_entry_lazy(
         s,
         config,
-        &mut e.state,
-        &mut e.path,
-        e.baseline.as_ref(),
-        e.prediction.as_ref(),
+        &mut state,
+        &mut path,
+        e.baseline.map(|b| &b.state),
+        || {
+            e.prediction
+                .and_then(|i| predictions.get(i as usize).copied())
+        },
     )
 }
 
 /// Writes a section's entries, ids ascending: the count, then per entry its id gap, baseline and state.
-fn write_entries<S: Stream, T: DeltaState>(
+fn write_entries<'e, 'b: 'e, S: Stream, T: DeltaState + 'b>(
     s: &mut S,
     link: &LinkConfig,
     config: &T::Config,
-    entries: &mut [Entry<T>],
+    predictions: &[T],
+    count: usize,
+    entries: impl Iterator<Item = &'e Entry<'b, T>>,
 ) -> Result<(), CodecError> {
-    let mut count = entries.len() as u32;
+    let mut count = count as u32;
     s.count(ENTRY_COUNT, &mut count, u32::from(link.max_objects))?;
     let mut previous = None;
     let mut previous_gap_length = 0;
     let mut previous_offset = 0u16;
-    for e in entries.iter_mut() {
+    for e in entries {
         let mut id = e.id;
         serialize_id(s, link, &mut id, previous, &mut previous_gap_length)?;
-        serialize_entry_body(s, config, e, previous_offset)?;
+        serialize_entry_body(s, config, predictions, e, previous_offset)?;
         previous = Some(e.id);
         if let Some(o) = e.offset {
             previous_offset = o;
@@ -315,49 +324,65 @@ impl PacketWriter {
             Sink::Arith { header, stream } => ((header.len() + stream.finished_len()) * 8) as u64,
         };
         let room_bits = budget_bits.saturating_sub(used_bits);
-        // Candidates in priority order, each with its bit-packed size.
-        let mut taken = vec![false; usize::from(link.max_objects)];
+        // Candidates in priority order, each with its bit-packed size. The prediction is computed only for an
+        // object that changed since its baseline.
+        let baselines = &*tracker;
+        let mut taken = vec![0u64; usize::from(link.max_objects).div_ceil(64)];
         let mut next = 0;
-        let mut candidate = |next: &mut usize| -> Result<Option<(Entry<T>, u64)>, CodecError> {
+        let mut predictions: Vec<T> = Vec::new();
+        let mut candidate = |next: &mut usize,
+                             predictions: &mut Vec<T>|
+         -> Result<Option<(Entry<T>, u64)>, CodecError> {
             while let Some(&id) = order.get(*next) {
                 *next += 1;
-                let Some(slot) = taken.get_mut(usize::from(id)) else {
+                let i = usize::from(id);
+                if i >= usize::from(link.max_objects) {
                     continue;
-                };
-                if *slot {
+                }
+                let (word, bit) = (i / 64, 1u64 << (i % 64));
+                if taken[word] & bit != 0 {
                     continue;
                 }
                 let Some(state) = state_of(id) else { continue };
-                *slot = true;
-                let base = tracker.baseline(id, sequence).copied();
-                let prediction =
-                    base.and_then(|b| T::predict(config, &b.state, frame.wrapping_sub(b.frame)));
-                let decision = plan(
-                    config,
-                    &state,
-                    base.as_ref().map(|b| &b.state),
-                    prediction.as_ref(),
-                )?;
+                taken[word] |= bit;
+                let base = baselines.baseline(id, sequence);
+                let mut index = None;
+                let decision = match base {
+                    Some(b) if b.state == state => DeltaPlan {
+                        path: DeltaPath::Unchanged,
+                        bits: 1,
+                    },
+                    _ => {
+                        let prediction = base.and_then(|b| {
+                            T::predict(config, &b.state, frame.wrapping_sub(b.frame))
+                        });
+                        if let Some(p) = prediction {
+                            index = Some(predictions.len() as u32);
+                            predictions.push(p);
+                        }
+                        plan(config, &state, base.map(|b| &b.state), prediction.as_ref())?
+                    }
+                };
                 let entry = Entry {
                     id,
-                    state,
                     offset: base.map(|b| sequence.wrapping_sub(b.sequence)),
-                    baseline: base.map(|b| b.state),
-                    prediction,
                     path: decision.path,
+                    prediction: index,
+                    state,
+                    baseline: base,
                 };
                 return Ok(Some((entry, decision.bits)));
             }
             Ok(None)
         };
         // Entries chosen so far, and the section's bit-packed size.
-        let mut chosen: Selection<T> = Selection::new(&link);
-        let ids = match &mut self.sink {
+        let mut chosen: Selection<T> = Selection::new(&link, order.len());
+        let sent: Vec<(u16, T)> = match &mut self.sink {
             Sink::Bit(s) => {
                 // Exact sizes: take entries in priority order while the section's exact size fits.
                 let mut misses = 0;
                 while misses < MAX_MISSES {
-                    let Some((entry, own)) = candidate(&mut next)? else {
+                    let Some((entry, own)) = candidate(&mut next, &mut predictions)? else {
                         break;
                     };
                     let grown = chosen.total + chosen.marginal_bits(&link, &entry, own);
@@ -368,15 +393,23 @@ impl PacketWriter {
                         misses += 1;
                     }
                 }
-                let mut entries = chosen.sorted();
                 let before = s.bits_written();
-                write_entries(s, &link, config, &mut entries)?;
+                write_entries(
+                    s,
+                    &link,
+                    config,
+                    &predictions,
+                    chosen.len(),
+                    chosen.sorted(),
+                )?;
                 debug_assert_eq!(
                     s.bits_written() - before,
                     chosen.total,
                     "section size estimate"
                 );
-                entries
+                let mut sent = Vec::with_capacity(chosen.len());
+                sent.extend(chosen.sorted().map(|e| (e.id, e.state)));
+                sent
             }
             Sink::Arith { header, stream } => {
                 let limit = link.budget_bytes;
@@ -387,7 +420,9 @@ impl PacketWriter {
                 let mut pending: Option<(Entry<T>, u64)> = None;
                 let mut exhausted = false;
                 let mut fails_at: Option<usize> = None;
-                let mut fitted: Option<Vec<Entry<T>>> = None;
+                // The entries of the last pass, ascending by id, and of the last pass that fitted.
+                let mut written: Vec<Entry<T>> = Vec::with_capacity(order.len());
+                let mut fitted: Vec<Entry<T>> = Vec::new();
                 let mut written_is_fitted;
                 let mut passes = 0;
                 loop {
@@ -400,7 +435,7 @@ impl PacketWriter {
                     {
                         let next_entry = match pending.take() {
                             Some(e) => Some(e),
-                            None => candidate(&mut next)?,
+                            None => candidate(&mut next, &mut predictions)?,
                         };
                         let Some((entry, own)) = next_entry else {
                             exhausted = true;
@@ -415,14 +450,22 @@ impl PacketWriter {
                     }
                     stream.rollback(start);
                     start = stream.checkpoint();
-                    let mut entries = chosen.sorted();
-                    write_entries(stream.as_mut(), &link, config, &mut entries)?;
+                    written.clear();
+                    written.extend(chosen.sorted().copied());
+                    write_entries(
+                        stream.as_mut(),
+                        &link,
+                        config,
+                        &predictions,
+                        written.len(),
+                        written.iter(),
+                    )?;
                     let coded_bits = ((stream.finished_len() - base_len) * 8).max(8) as f64;
                     ratio = (coded_bits / chosen.total.max(1) as f64).clamp(0.02, 16.0);
                     let bytes = header.len() + stream.finished_len();
                     if bytes <= limit {
-                        let n = entries.len();
-                        fitted = Some(entries);
+                        let n = written.len();
+                        std::mem::swap(&mut fitted, &mut written);
                         written_is_fitted = true;
                         let per_entry = coded_bits / n.max(1) as f64;
                         if passes >= MAX_ARITH_PASSES
@@ -444,17 +487,24 @@ impl PacketWriter {
                         exhausted = false;
                     }
                 }
-                let mut entries = fitted.unwrap_or_default();
                 if !written_is_fitted {
                     stream.rollback(start);
-                    write_entries(stream.as_mut(), &link, config, &mut entries)?;
+                    write_entries(
+                        stream.as_mut(),
+                        &link,
+                        config,
+                        &predictions,
+                        fitted.len(),
+                        fitted.iter(),
+                    )?;
                 } else {
                     stream.commit();
                 }
-                entries
+                let mut sent = Vec::with_capacity(fitted.len());
+                sent.extend(fitted.iter().map(|e| (e.id, e.state)));
+                sent
             }
         };
-        let sent: Vec<(u16, T)> = ids.iter().map(|e| (e.id, e.state)).collect();
         let out = sent.iter().map(|&(id, _)| id).collect();
         tracker.record_sent(sequence, frame, sent);
         Ok(out)
@@ -474,21 +524,25 @@ impl PacketWriter {
 
 /// The entries chosen for a section so far, in priority order, with the set of their ids as a bitmap so that an
 /// id's neighbours in ascending order (which its gap and baseline fields depend on) are found in a few word scans.
-struct Selection<T> {
-    entries: Vec<(Entry<T>, u64)>,
+struct Selection<'b, T> {
+    entries: Vec<(Entry<'b, T>, u64)>,
     index_of: Vec<u32>,
     ids: Vec<u64>,
+    /// Per chosen id, the baseline offset it names, 0 for none (offsets are at least 1).
+    offsets: Vec<u16>,
     /// Bit-packed size of the section as [`write_entries`] writes the chosen entries.
     total: u64,
 }
 
-impl<T: Copy> Selection<T> {
-    fn new(link: &LinkConfig) -> Self {
+impl<'b, T: Copy> Selection<'b, T> {
+    /// An empty selection for a section of at most `candidates` entries.
+    fn new(link: &LinkConfig, candidates: usize) -> Self {
         let n = usize::from(link.max_objects);
         Self {
-            entries: Vec::new(),
-            index_of: vec![u32::MAX; n],
+            entries: Vec::with_capacity(candidates.min(n)),
+            index_of: vec![0; n],
             ids: vec![0; n.div_ceil(64)],
+            offsets: vec![0; n],
             total: u64::from(bits_for(u32::from(link.max_objects))),
         }
     }
@@ -502,6 +556,7 @@ impl<T: Copy> Selection<T> {
     }
 
     /// The largest chosen id below `id`.
+    #[inline]
     fn before(&self, id: u16) -> Option<u16> {
         let id = usize::from(id);
         let mut word = id / 64;
@@ -516,6 +571,7 @@ impl<T: Copy> Selection<T> {
     }
 
     /// The smallest chosen id above `id`.
+    #[inline]
     fn after(&self, id: u16) -> Option<u16> {
         let id = usize::from(id) + 1;
         let mut word = id / 64;
@@ -529,15 +585,12 @@ impl<T: Copy> Selection<T> {
         }
     }
 
-    fn entry(&self, id: u16) -> &Entry<T> {
-        &self.entries[self.index_of[usize::from(id)] as usize].0
-    }
-
-    /// The baseline offset named last before `id` in ascending order (0 when none).
-    fn offset_before(&self, id: u16) -> u16 {
-        let mut at = self.before(id);
+    /// The baseline offset named last up to chosen id `id` in ascending order (0 when none).
+    fn offset_up_to(&self, id: u16) -> u16 {
+        let mut at = Some(id);
         while let Some(b) = at {
-            if let Some(o) = self.entry(b).offset {
+            let o = self.offsets[usize::from(b)];
+            if o != 0 {
                 return o;
             }
             at = self.before(b);
@@ -545,52 +598,82 @@ impl<T: Copy> Selection<T> {
         0
     }
 
+    /// The baseline offset of the first entry from chosen id `id` on, in ascending order, that names one.
+    fn offset_from(&self, id: u16) -> Option<u16> {
+        let mut at = Some(id);
+        while let Some(a) = at {
+            let o = self.offsets[usize::from(a)];
+            if o != 0 {
+                return Some(o);
+            }
+            at = self.after(a);
+        }
+        None
+    }
+
     /// Bits the section grows by with `entry` (of `own` bits) in it: its own size, its id gap and baseline fields,
-    /// and the change to those of the entry after it.
-    fn marginal_bits(&self, link: &LinkConfig, entry: &Entry<T>, own: u64) -> u64 {
-        let first = self.before(entry.id).map_or(0, |b| i32::from(b) + 1);
-        let previous_offset = self.offset_before(entry.id);
+    /// and the change to the id gap of the entry after it and to the baseline fields of the first entry after it
+    /// that names a baseline (the entries between name none, which costs the same whatever came before).
+    #[inline]
+    fn marginal_bits(&self, link: &LinkConfig, entry: &Entry<'b, T>, own: u64) -> u64 {
+        let before = self.before(entry.id);
+        let first = before.map_or(0, |b| i32::from(b) + 1);
+        let previous_offset = before.map_or(0, |b| self.offset_up_to(b));
         let mut bits = own
             + id_bits(link, i32::from(entry.id) - first)
             + offset_bits(entry.offset, previous_offset);
         if let Some(a) = self.after(entry.id) {
-            let a = self.entry(a);
-            let old =
-                id_bits(link, i32::from(a.id) - first) + offset_bits(a.offset, previous_offset);
+            let mut old = id_bits(link, i32::from(a) - first);
+            let mut new = id_bits(link, i32::from(a) - i32::from(entry.id) - 1);
             let new_previous = entry.offset.unwrap_or(previous_offset);
-            let new = id_bits(link, i32::from(a.id) - i32::from(entry.id) - 1)
-                + offset_bits(a.offset, new_previous);
+            if new_previous != previous_offset
+                && let Some(o) = self.offset_from(a)
+            {
+                old += offset_bits(Some(o), previous_offset);
+                new += offset_bits(Some(o), new_previous);
+            }
             bits = (bits + new).saturating_sub(old);
         }
         bits
     }
 
     /// Adds `entry`, whose marginal size is `grown - total`.
-    fn insert(&mut self, entry: Entry<T>, own: u64, grown: u64) {
+    fn insert(&mut self, entry: Entry<'b, T>, own: u64, grown: u64) {
         let id = usize::from(entry.id);
         self.ids[id / 64] |= 1 << (id % 64);
         self.index_of[id] = self.entries.len() as u32;
+        self.offsets[id] = entry.offset.unwrap_or(0);
         self.entries.push((entry, own));
         self.total = grown;
     }
 
-    /// The chosen entries, ascending by id.
-    fn sorted(&self) -> Vec<Entry<T>> {
-        let mut out = Vec::with_capacity(self.entries.len());
-        for (w, &word) in self.ids.iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let id = w * 64 + bits.trailing_zeros() as usize;
-                out.push(self.entries[self.index_of[id] as usize].0);
-                bits &= bits - 1;
+    /// The chosen entries and their bit-packed sizes, ascending by id.
+    fn sorted_with_bits(&self) -> impl Iterator<Item = &(Entry<'b, T>, u64)> + '_ {
+        let mut word = 0;
+        let mut bits = self.ids.first().copied().unwrap_or(0);
+        std::iter::from_fn(move || {
+            while bits == 0 {
+                word += 1;
+                bits = *self.ids.get(word)?;
             }
-        }
-        out
+            let id = word * 64 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            self.entries.get(self.index_of[id] as usize)
+        })
+    }
+
+    /// The chosen entries, ascending by id.
+    fn sorted(&self) -> impl Iterator<Item = &Entry<'b, T>> + '_ {
+        self.sorted_with_bits().map(|(e, _)| e)
     }
 
     /// Drops the last-chosen (lowest-priority) entries until their bit-packed sizes add up to `bits` (at least
     /// one), and returns the first one dropped in priority order (the next to try again).
-    fn drop_lowest_priority(&mut self, link: &LinkConfig, bits: f64) -> Option<(Entry<T>, u64)> {
+    fn drop_lowest_priority(
+        &mut self,
+        link: &LinkConfig,
+        bits: f64,
+    ) -> Option<(Entry<'b, T>, u64)> {
         let mut freed = 0.0;
         let mut first_dropped = None;
         while freed < bits {
@@ -599,18 +682,17 @@ impl<T: Copy> Selection<T> {
             };
             let id = usize::from(e.id);
             self.ids[id / 64] &= !(1 << (id % 64));
-            self.index_of[id] = u32::MAX;
+            self.offsets[id] = 0;
             // An entry's own bits, plus a few for its id and baseline fields.
             freed += (own + 4) as f64;
             first_dropped = Some((e, own));
         }
-        self.total = u64::from(bits_for(u32::from(link.max_objects)));
+        let mut total = u64::from(bits_for(u32::from(link.max_objects)));
         let mut previous: Option<u16> = None;
         let mut previous_offset = 0u16;
-        for e in self.sorted() {
-            let own = self.entries[self.index_of[usize::from(e.id)] as usize].1;
+        for (e, own) in self.sorted_with_bits() {
             let first = previous.map_or(0, |p| i32::from(p) + 1);
-            self.total += id_bits(link, i32::from(e.id) - first)
+            total += id_bits(link, i32::from(e.id) - first)
                 + offset_bits(e.offset, previous_offset)
                 + own;
             previous = Some(e.id);
@@ -618,10 +700,10 @@ impl<T: Copy> Selection<T> {
                 previous_offset = o;
             }
         }
+        self.total = total;
         first_dropped
     }
 }
-
 enum Source<'a> {
     Bit(BitReadStream<'a>),
     Arith(Box<ArithReadStream<'a>>),
@@ -648,7 +730,9 @@ fn read_section_entries<S: Stream, T: DeltaState>(
     let frame = f as u16;
     let mut count = 0u32;
     s.count(ENTRY_COUNT, &mut count, u32::from(link.max_objects))?;
-    let mut out = Vec::with_capacity((count as usize).min(256));
+    // `count` is at most the link's `max_objects`; the capacity is capped lower still, so that a hostile count
+    // reserves little.
+    let mut out = Vec::with_capacity((count as usize).min(1024));
     let mut previous = None;
     let mut previous_gap_length = 0;
     let mut previous_offset = 0u16;
@@ -1138,6 +1222,89 @@ mod tests {
                 decode_packet::<ObjectState>(&link, &world.config, &p.bytes, &mut history).unwrap();
             assert_eq!(d.entries.len(), p.included.len());
             tracker.process_acks(sequence, 0);
+        }
+    }
+
+    #[test]
+    fn sections_mixing_entries_with_and_without_baselines_fit_their_budget() {
+        // Every third packet goes unacked, so objects sent only in it have no baseline while their neighbours in
+        // id order have one. An entry chosen between them changes the baseline fields of the next entry that
+        // names a baseline, not only of the entry right after it; a size that missed this overshot the budget
+        // (a 1201-byte datagram on a 1200-byte link).
+        for backend in [Backend::Bitpack, Backend::Arith] {
+            for pose_only in [false, true] {
+                let link = LinkConfig {
+                    backend,
+                    max_objects: 700,
+                    ..LinkConfig::default()
+                };
+                let config = StateConfig {
+                    pose_only,
+                    ..StateConfig::default()
+                };
+                let mut rng = ChaCha8Rng::seed_from_u64(7);
+                let mut states: Vec<ObjectState> = (0..600)
+                    .map(|i| {
+                        let mut s = ObjectState::default();
+                        s.body.position = [(i % 30) * 300 - 4000, 200, (i / 30) * 300 - 4000];
+                        s.body.rotation.largest = 3;
+                        s.body.at_rest = i % 3 == 0;
+                        s
+                    })
+                    .collect();
+                let mut tracker = AckTracker::new(link.max_objects);
+                let mut history = ReceiveHistory::new(link.max_objects);
+                for frame in 0..40u16 {
+                    for s in states.iter_mut() {
+                        if !rng.random_bool(0.2) {
+                            continue;
+                        }
+                        let amp = [2, 20, 300, 9000][rng.random_range(0..4)];
+                        for a in 0..3 {
+                            s.body.position[a] = (s.body.position[a]
+                                + rng.random_range(-amp..=amp))
+                            .clamp(-4000, 8000);
+                        }
+                        s.body.rotation.components[0] = (s.body.rotation.components[0]
+                            + rng.random_range(-amp..=amp) / 8)
+                            .clamp(-200, 200);
+                        if !pose_only && !s.body.at_rest {
+                            s.body.linear_velocity[0] = (s.body.linear_velocity[0]
+                                + rng.random_range(-amp..=amp))
+                            .clamp(-4000, 4000);
+                        }
+                    }
+                    let order: Vec<u16> = (0..650u16).map(|i| (i * 7 + frame * 13) % 650).collect();
+                    let header = PacketHeader {
+                        packet_type: 2,
+                        sequence: frame.wrapping_add(65500),
+                        ..PacketHeader::default()
+                    };
+                    let p = encode_packet(
+                        &link,
+                        &config,
+                        header,
+                        frame,
+                        &order,
+                        |id| states.get(usize::from(id)).copied(),
+                        &mut tracker,
+                    )
+                    .unwrap();
+                    assert!(
+                        p.bytes.len() <= link.budget_bytes,
+                        "{backend:?}, pose only {pose_only}, frame {frame}: {} bytes",
+                        p.bytes.len()
+                    );
+                    let d = decode_packet::<ObjectState>(&link, &config, &p.bytes, &mut history)
+                        .unwrap();
+                    for (id, state) in &d.entries {
+                        assert_eq!(*state, states[usize::from(*id)]);
+                    }
+                    if frame % 3 != 1 {
+                        tracker.process_acks(header.sequence, 0);
+                    }
+                }
+            }
         }
     }
 
