@@ -485,6 +485,45 @@ fn meta<S: Stream>(s: &mut S, o: &mut ObjectState) -> Result<(), CodecError> {
     s.u16(OWNERSHIP_SEQ, &mut o.ownership_seq)
 }
 
+/// `b + (b - o) * frames / span`, rounded to nearest (integer arithmetic, the same on every machine).
+#[inline]
+fn extrapolate(b: i32, o: i32, frames: u16, span: u16) -> i64 {
+    let num = (i64::from(b) - i64::from(o)) * i64::from(frames);
+    let span = i64::from(span.max(1));
+    let step = (2 * num + num.signum() * span) / (2 * span);
+    i64::from(b) + step
+}
+
+/// The pose `frames` after `base`, extrapolated linearly from `older` (`span` frames before it) through `base`,
+/// each position index and, when both share their largest component, each smallest-three component; clamped to
+/// the quantizers' bounds. The at-rest flag is the baseline's, velocities are zero (a pose-only link's).
+fn extrapolate_pose(
+    quant: &QuantConfig,
+    base: &BodyState,
+    frames: u16,
+    older: &BodyState,
+    span: u16,
+) -> BodyState {
+    let mut out = *base;
+    for (i, axis) in quant.position.axes.iter().enumerate() {
+        let p = extrapolate(base.position[i], older.position[i], frames, span);
+        out.position[i] = p.clamp(i64::from(axis.min_index), i64::from(axis.max_index)) as i32;
+    }
+    if base.rotation.largest == older.rotation.largest {
+        let max = i64::from(quant.rotation.max_component());
+        for i in 0..3 {
+            let c = extrapolate(
+                base.rotation.components[i],
+                older.rotation.components[i],
+                frames,
+                span,
+            );
+            out.rotation.components[i] = c.clamp(-max, max) as i32;
+        }
+    }
+    out
+}
+
 /// Velocity indices (linear and angular, per component) under which a moving body counts as slow.
 const SLOW_VELOCITY: i32 = 64;
 
@@ -517,6 +556,29 @@ impl DeltaState for ObjectState {
             body: config
                 .predictor
                 .predict(&config.quant, &baseline.body, frames),
+            ..*baseline
+        })
+    }
+
+    /// A pose-only link sends no velocities to predict with: it extrapolates from two acked poses instead.
+    #[inline]
+    fn uses_history(config: &StateConfig) -> bool {
+        config.pose_only
+    }
+
+    #[inline]
+    fn predict_from_history(
+        config: &StateConfig,
+        baseline: &Self,
+        frames: u16,
+        older: &Self,
+        span: u16,
+    ) -> Option<Self> {
+        if !config.pose_only || span == 0 || frames > crate::predict::MAX_PREDICT_FRAMES {
+            return None;
+        }
+        Some(Self {
+            body: extrapolate_pose(&config.quant, &baseline.body, frames, &older.body, span),
             ..*baseline
         })
     }
@@ -880,6 +942,43 @@ mod tests {
                 hands: [l, r],
             }
         })
+    }
+
+    #[test]
+    fn pose_only_extrapolates_from_an_older_acked_pose() {
+        // A body sliding and turning steadily, seen 6 frames apart, as a pose-only link sends it.
+        let config = StateConfig {
+            pose_only: true,
+            ..StateConfig::default()
+        };
+        let at = |t: i32| ObjectState {
+            body: BodyState {
+                position: [1000 + 40 * t, 700 - 3 * t, -500 + 17 * t],
+                rotation: QuantizedRotation {
+                    largest: 3,
+                    components: [10 + 2 * t, -30 + t, 5],
+                },
+                ..BodyState::default()
+            },
+            ..ObjectState::default()
+        };
+        let (older, base, value) = (at(0), at(6), at(12));
+        let p = ObjectState::predict_from_history(&config, &base, 6, &older, 6).unwrap();
+        assert_eq!(p, value);
+        // Rounding to nearest, both signs alike: a third of a step each frame.
+        assert_eq!(extrapolate(10, 0, 1, 3), 13);
+        assert_eq!(extrapolate(-10, 0, 1, 3), -13);
+        assert_eq!(extrapolate(0, 1, 1, 2), -1);
+        // The full-state link keeps its ballistic predictor.
+        assert!(
+            ObjectState::predict_from_history(&StateConfig::default(), &base, 6, &older, 6)
+                .is_none()
+        );
+        // A perfect prediction's two tag bits against a delta's residual.
+        let predicted = plan(&config, &value, Some(&base), Some(&p)).unwrap();
+        let delta = plan(&config, &value, Some(&base), None).unwrap();
+        assert_eq!((predicted.path, predicted.bits), (DeltaPath::Predicted, 2));
+        assert!(delta.bits > 30, "{delta:?}");
     }
 
     #[test]
