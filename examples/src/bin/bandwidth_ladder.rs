@@ -701,6 +701,11 @@ impl RealPackets {
             "mean_error_mm": self.errors.mean(),
             "max_error_mm": self.errors.max,
             "fields": if self.link.backend == Backend::Arith { fields } else { Value::Null },
+            "bits_per_changed_cube_by_context": self
+                .uses
+                .by_field()
+                .map(|(name, bits)| (name.to_string(), json!(bits / changed.max(1) as f64)))
+                .collect::<serde_json::Map<_, _>>(),
         })
     }
 }
