@@ -8,8 +8,13 @@
 //! Each [`Ctx`] owns its own set of models, and every packet starts from fresh models, so packets decode
 //! independently of each other; a model is reset when a stream first uses it, so starting a stream costs
 //! nothing.
+//!
+//! A fresh model starts from a trained probability (the table in [`crate::priors`], measured offline on recorded
+//! katamari frames and shared by both ends as a constant), so a datagram does not spend its first decisions of
+//! every context learning what every datagram looks like; models the recording never used start at even odds.
 
 use std::cell::{Cell, RefCell};
+use std::sync::OnceLock;
 
 use crate::error::CodecError;
 use crate::range::{EncoderCheckpoint, PROB_INIT, PROB_ONE, RangeDecoder, RangeEncoder};
@@ -29,6 +34,29 @@ const PER_CTX: usize = MANTISSA + 34;
 fn tree_slot(levels: u32, node: usize) -> usize {
     (1 << levels) + node - 1
 }
+
+/// Every model's starting probability: the trained table over even odds.
+fn trained_priors() -> &'static [u16] {
+    static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = vec![PROB_INIT; PER_CTX * Ctx::COUNT];
+        for &(index, p) in crate::priors::TRAINED {
+            if let Some(m) = t.get_mut(usize::from(index)) {
+                *m = p.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN);
+            }
+        }
+        t
+    })
+}
+
+/// Every model's starting probability when priors are off: even odds.
+fn flat_priors() -> &'static [u16] {
+    static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
+    TABLE.get_or_init(|| vec![PROB_INIT; PER_CTX * Ctx::COUNT])
+}
+
+/// The most skewed starting probability a prior may give (out of [`PROB_ONE`]): a model must still adapt.
+const PRIOR_MIN: u16 = 32;
 
 /// Model tables no longer in use on this thread, reset and handed to the next stream: a sender or receiver
 /// codes a datagram after another, and the table (about 50 KB) is taken from here instead of the allocator.
@@ -51,6 +79,8 @@ pub fn model_tables_allocated() -> u64 {
 #[derive(Debug)]
 struct Models {
     probs: Vec<u16>,
+    /// Where each model starts when first used in a stream (the trained priors, or even odds).
+    priors: &'static [u16],
     /// Per context, bit `p` set: part `p` (see [`Models::part`]) has been reset in this stream.
     fresh: [u16; Ctx::COUNT],
 }
@@ -65,9 +95,10 @@ const PART_SMALL: u32 = 2;
 const PART_BUCKET: u32 = 7;
 
 impl Models {
-    fn new() -> Self {
+    fn new(priors: &'static [u16]) -> Self {
         Self {
             probs: Self::table(),
+            priors,
             fresh: [0; Ctx::COUNT],
         }
     }
@@ -89,8 +120,11 @@ impl Models {
         let fresh = &mut self.fresh[slot];
         if *fresh & (1 << part) == 0 {
             *fresh |= 1 << part;
-            if let Some(models) = self.probs.get_mut(block + start..block + start + len) {
-                models.fill(PROB_INIT);
+            let range = block + start..block + start + len;
+            if let (Some(models), Some(priors)) =
+                (self.probs.get_mut(range.clone()), self.priors.get(range))
+            {
+                models.copy_from_slice(priors);
             }
         }
         block
@@ -192,6 +226,7 @@ impl Clone for Models {
         probs.copy_from_slice(&self.probs);
         Self {
             probs,
+            priors: self.priors,
             fresh: self.fresh,
         }
     }
@@ -252,6 +287,8 @@ fn probability(p0: u16, bit: bool) -> f64 {
 pub struct FieldCosts {
     bits: [f64; Ctx::COUNT],
     names: [&'static str; Ctx::COUNT],
+    /// Per model, how many zeros and ones it coded: what [`FieldCosts::trained_priors`] learns from.
+    uses: Vec<[u32; 2]>,
 }
 
 impl Default for FieldCosts {
@@ -259,6 +296,7 @@ impl Default for FieldCosts {
         Self {
             bits: [0.0; Ctx::COUNT],
             names: [""; Ctx::COUNT],
+            uses: vec![[0; 2]; PER_CTX * Ctx::COUNT],
         }
     }
 }
@@ -281,6 +319,29 @@ impl FieldCosts {
                 self.names[i] = other.names[i];
             }
         }
+        for (a, b) in self.uses.iter_mut().zip(&other.uses) {
+            a[0] += b[0];
+            a[1] += b[1];
+        }
+    }
+
+    /// Starting probabilities learned from the decisions tallied: `(model, probability of 0 out of 4096)` for
+    /// every model of a codec context (ids below 64) that coded at least `min_uses` decisions, by the rule of
+    /// succession. The table in [`crate::priors`] is this, from a recorded run.
+    pub fn trained_priors(&self, min_uses: u32) -> Vec<(u16, u16)> {
+        let codec_models = 64 * PER_CTX;
+        self.uses
+            .iter()
+            .enumerate()
+            .take(codec_models)
+            .filter(|(_, [z, o])| z + o >= min_uses)
+            .map(|(i, &[z, o])| {
+                let p = (f64::from(z) + 0.5) / (f64::from(z) + f64::from(o) + 1.0);
+                let q = (p * f64::from(PROB_ONE)).round() as u16;
+                (i as u16, q.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN))
+            })
+            .filter(|&(_, q)| q != PROB_INIT)
+            .collect()
     }
 
     #[inline]
@@ -323,11 +384,20 @@ impl Default for ArithWriteStream {
 }
 
 impl ArithWriteStream {
-    /// An empty stream with fresh models.
+    /// An empty stream with fresh models, starting from the trained priors.
     pub fn new() -> Self {
+        Self::with_priors(trained_priors())
+    }
+
+    /// An empty stream whose models start at even odds, ignoring the trained priors: to measure what they save.
+    pub fn with_flat_priors() -> Self {
+        Self::with_priors(flat_priors())
+    }
+
+    fn with_priors(priors: &'static [u16]) -> Self {
         Self {
             enc: RangeEncoder::new(),
-            models: Models::new(),
+            models: Models::new(priors),
             saved: None,
             costs: None,
             costs_at_checkpoint: None,
@@ -395,6 +465,9 @@ impl ArithWriteStream {
         };
         if let Some(costs) = self.costs.as_deref_mut() {
             costs.bits[index / PER_CTX] -= probability(*p, bit).log2();
+            if let Some(u) = costs.uses.get_mut(index) {
+                u[usize::from(bit)] += 1;
+            }
         }
         self.enc.encode_bit(p, bit);
     }
@@ -508,11 +581,20 @@ pub struct ArithReadStream<'a> {
 }
 
 impl<'a> ArithReadStream<'a> {
-    /// A stream over `bytes` with fresh models.
+    /// A stream over `bytes` with fresh models, starting from the trained priors.
     pub fn new(bytes: &'a [u8]) -> Result<Self, CodecError> {
+        Self::with_priors(bytes, trained_priors())
+    }
+
+    /// A stream over what [`ArithWriteStream::with_flat_priors`] wrote.
+    pub fn with_flat_priors(bytes: &'a [u8]) -> Result<Self, CodecError> {
+        Self::with_priors(bytes, flat_priors())
+    }
+
+    fn with_priors(bytes: &'a [u8], priors: &'static [u16]) -> Result<Self, CodecError> {
         Ok(Self {
             dec: RangeDecoder::new(bytes)?,
-            models: Models::new(),
+            models: Models::new(priors),
             costs: None,
         })
     }

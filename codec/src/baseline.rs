@@ -44,11 +44,20 @@ struct SentPacket<T> {
     states: Vec<(u16, T)>,
 }
 
+/// Acked states the sender keeps per object besides its baseline, for predictors that extrapolate from two
+/// states (see [`AckTracker::older_baseline`]).
+pub const OLDER_KEPT: usize = 8;
+
+/// The largest distance, in packets, from an entry's baseline back to the older state it names.
+pub const MAX_OLDER_GAP: u16 = 15;
+
 /// The sender's side: which states each sent packet carried, and each object's newest acked state.
 #[derive(Debug, Clone)]
 pub struct AckTracker<T> {
     sent: Vec<SentPacket<T>>,
     baselines: Vec<Option<Baseline<T>>>,
+    /// Per object, acked states older than its baseline (any order; the oldest is replaced first).
+    older: Vec<[Option<Baseline<T>>; OLDER_KEPT]>,
 }
 
 impl<T: Copy> AckTracker<T> {
@@ -64,6 +73,7 @@ impl<T: Copy> AckTracker<T> {
                 })
                 .collect(),
             baselines: vec![None; usize::from(max_objects)],
+            older: vec![[None; OLDER_KEPT]; usize::from(max_objects)],
         }
     }
 
@@ -95,15 +105,27 @@ impl<T: Copy> AckTracker<T> {
             slot.live = false;
             newly.push(sequence);
             for &(id, state) in &slot.states {
-                let Some(b) = self.baselines.get_mut(usize::from(id)) else {
+                let (Some(b), Some(older)) = (
+                    self.baselines.get_mut(usize::from(id)),
+                    self.older.get_mut(usize::from(id)),
+                ) else {
                     continue;
                 };
-                if b.is_none_or(|old| seq_newer(sequence, old.sequence)) {
-                    *b = Some(Baseline {
-                        sequence,
-                        frame: slot.frame,
-                        state,
-                    });
+                let acked = Baseline {
+                    sequence,
+                    frame: slot.frame,
+                    state,
+                };
+                let demoted = match b {
+                    Some(old) if seq_newer(sequence, old.sequence) => b.replace(acked),
+                    Some(_) => Some(acked),
+                    None => {
+                        *b = Some(acked);
+                        None
+                    }
+                };
+                if let Some(d) = demoted {
+                    keep_older(older, d);
                 }
             }
         }
@@ -119,6 +141,36 @@ impl<T: Copy> AckTracker<T> {
             .filter(|b| (1..=MAX_BASELINE_OFFSET).contains(&sequence.wrapping_sub(b.sequence)))
     }
 
+    /// An acked state of object `id` older than `baseline` to extrapolate from in packet `sequence` (sent at
+    /// `frame`): at most [`MAX_OLDER_GAP`] packets before the baseline and [`MAX_BASELINE_OFFSET`] before
+    /// `sequence` (so the receiver still holds it), as many frames before the baseline as the baseline is before
+    /// `frame` or as near to that as kept.
+    pub fn older_baseline(
+        &self,
+        id: u16,
+        baseline: &Baseline<T>,
+        sequence: u16,
+        frame: u16,
+    ) -> Option<&Baseline<T>> {
+        let target = i32::from(frame.wrapping_sub(baseline.frame));
+        self.older
+            .get(usize::from(id))?
+            .iter()
+            .flatten()
+            .filter(|o| {
+                (1..=MAX_OLDER_GAP).contains(&baseline.sequence.wrapping_sub(o.sequence))
+                    && sequence.wrapping_sub(o.sequence) <= MAX_BASELINE_OFFSET
+                    && seq_newer(baseline.frame, o.frame)
+            })
+            .min_by_key(|o| {
+                let span = i32::from(baseline.frame.wrapping_sub(o.frame));
+                (
+                    (span - target).abs(),
+                    baseline.sequence.wrapping_sub(o.sequence),
+                )
+            })
+    }
+
     /// Forgets object `id`'s baseline. A 16-bit sequence cannot say how old a baseline is once the counter may
     /// have wrapped since: a link forgets the baselines of objects it has not sent for a long while, so the
     /// next state goes absolute and promotes afresh (ids out of range are ignored).
@@ -126,12 +178,39 @@ impl<T: Copy> AckTracker<T> {
         if let Some(b) = self.baselines.get_mut(usize::from(id)) {
             *b = None;
         }
+        if let Some(o) = self.older.get_mut(usize::from(id)) {
+            *o = [None; OLDER_KEPT];
+        }
     }
 
     /// Forgets every baseline (a new connection, or a resynchronisation).
     pub fn reset(&mut self) {
         self.baselines.iter_mut().for_each(|b| *b = None);
+        self.older.iter_mut().for_each(|o| *o = [None; OLDER_KEPT]);
         self.sent.iter_mut().for_each(|p| p.live = false);
+    }
+}
+
+/// Keeps `state` among an object's older acked states: in a free slot, else in place of the oldest one if it is
+/// newer than that.
+fn keep_older<T: Copy>(older: &mut [Option<Baseline<T>>; OLDER_KEPT], state: Baseline<T>) {
+    if older.iter().flatten().any(|o| o.sequence == state.sequence) {
+        return;
+    }
+    let slot = older.iter().position(Option::is_none).or_else(|| {
+        (0..OLDER_KEPT)
+            .filter(|&i| older[i].is_some_and(|o| seq_newer(state.sequence, o.sequence)))
+            .min_by(|&a, &b| {
+                let (sa, sb) = (older[a].map(|o| o.sequence), older[b].map(|o| o.sequence));
+                match (sa, sb) {
+                    (Some(x), Some(y)) if seq_newer(x, y) => std::cmp::Ordering::Greater,
+                    (Some(x), Some(y)) if x == y => std::cmp::Ordering::Equal,
+                    _ => std::cmp::Ordering::Less,
+                }
+            })
+    });
+    if let Some(i) = slot {
+        older[i] = Some(state);
     }
 }
 
@@ -239,6 +318,42 @@ mod tests {
         assert_eq!(t.baseline(2, 13).map(|b| b.state), Some(22));
         // Acking again changes nothing.
         assert!(t.process_acks(12, 0b11).is_empty());
+    }
+
+    #[test]
+    fn older_acked_states_are_offered_at_the_mirrored_frame() {
+        let mut t = AckTracker::<u32>::new(2);
+        // One packet a frame carrying object 0, each acked at once: the baseline is the newest, the rest are kept.
+        for seq in 1..=12u16 {
+            t.record_sent(seq, seq * 10, [(0, u32::from(seq))]);
+            t.process_acks(seq, 0);
+        }
+        let base = *t.baseline(0, 13).unwrap();
+        assert_eq!(base.state, 12);
+        // Coding frame 130 (one frame after the baseline's 120): the older state one frame before it.
+        assert_eq!(
+            t.older_baseline(0, &base, 13, 130).map(|o| o.state),
+            Some(11)
+        );
+        // Coding frame 180: six frames after the baseline, so six before it.
+        assert_eq!(
+            t.older_baseline(0, &base, 13, 180).map(|o| o.state),
+            Some(6)
+        );
+        // Far in the future: the oldest kept (eight of them: 4..=11).
+        assert_eq!(
+            t.older_baseline(0, &base, 13, 1000).map(|o| o.state),
+            Some(4)
+        );
+        // The receiver must still hold the older state: not past the baseline window of the coding packet.
+        assert_eq!(
+            t.older_baseline(0, &base, 4 + MAX_BASELINE_OFFSET + 1, 1000)
+                .map(|o| o.state),
+            Some(5)
+        );
+        // Object 1 was never acked; a forgotten object has no older states either.
+        t.forget(0);
+        assert!(t.older_baseline(0, &base, 13, 180).is_none());
     }
 
     #[test]

@@ -58,6 +58,28 @@ pub trait DeltaState: Copy + PartialEq + Default {
         value: &mut Self,
     ) -> Result<(), CodecError>;
 
+    /// Whether entries of this type may name an older acked state of the object besides its baseline, to
+    /// extrapolate from the two (see [`DeltaState::predict_from_history`]): for types whose states carry no
+    /// velocity to predict with. Both ends must agree, so it depends on the shared configuration only.
+    #[inline]
+    fn uses_history(_config: &Self::Config) -> bool {
+        false
+    }
+
+    /// The state `frames` frames after `baseline`, extrapolated from how the object moved between `older` (an
+    /// acked state `span` frames before the baseline) and the baseline; `None` when this type has no such
+    /// predictor. Must be deterministic and identical on both ends (integer arithmetic only).
+    #[inline]
+    fn predict_from_history(
+        _config: &Self::Config,
+        _baseline: &Self,
+        _frames: u16,
+        _older: &Self,
+        _span: u16,
+    ) -> Option<Self> {
+        None
+    }
+
     /// How the baseline moves, in `0..MOTION_CLASSES` (0: still, 1: slowly, 2: moving): the entry's tags (unchanged,
     /// perfect prediction, path) are coded under a context of this class, so a resting object's "unchanged" costs
     /// a fraction of a bit while a moving one's does not skew it. Types without motion keep the default, 0.
@@ -194,11 +216,20 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
     baseline: Option<&T>,
     prediction: Option<&T>,
 ) -> Result<(), CodecError> {
-    serialize_entry_lazy(s, config, value, path, baseline, || prediction.copied())
+    serialize_entry_lazy(
+        s,
+        config,
+        value,
+        path,
+        baseline,
+        |_| Ok(prediction.copied()),
+    )
 }
 
 /// [`serialize_entry`] with the prediction computed only when the entry needs it (not for an unchanged entry,
-/// most of a packet): `prediction()` must return what `T::predict` from the baseline does.
+/// most of a packet): `prediction(s)` runs right after the unchanged flag and must return what `T::predict` from
+/// the baseline does, or what `T::predict_from_history` does from the older state it serializes on `s` (the
+/// packet layer names that state there, so an unchanged entry pays nothing for it).
 #[inline]
 pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
     s: &mut S,
@@ -206,7 +237,7 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
     value: &mut T,
     path: &mut DeltaPath,
     baseline: Option<&T>,
-    prediction: impl FnOnce() -> Option<T>,
+    prediction: impl FnOnce(&mut S) -> Result<Option<T>, CodecError>,
 ) -> Result<(), CodecError> {
     let Some(base) = baseline else {
         if !S::READING && *path != DeltaPath::Absolute {
@@ -225,7 +256,7 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
         *value = *base;
         return Ok(());
     }
-    let predicted = prediction();
+    let predicted = prediction(s)?;
     let prediction = predicted.as_ref();
     if let Some(p) = prediction {
         let mut perfect = *path == DeltaPath::Predicted;

@@ -217,7 +217,31 @@ fn rotation_residual<S: Stream>(
     let mut same = r.largest == reference.largest;
     s.bool(SAME_LARGEST, &mut same)?;
     if !same {
-        return rotation_absolute(s, quant, r);
+        // The largest component changed (a cube tumbling past 90°): the reference re-expressed with the new
+        // largest component is still near, so a residual against it, not the whole rotation.
+        let mut largest = u32::from(r.largest);
+        s.bits(ABS_LARGEST, &mut largest, 2)?;
+        if largest == u32::from(reference.largest) {
+            return Err(CodecError::Invalid {
+                field: SAME_LARGEST.name,
+            });
+        }
+        r.largest = largest as u8;
+        let turned = rotation_as(quant, reference, r.largest);
+        vec_residual(
+            s,
+            &ROTATION_TURNED,
+            turned_buckets(quant),
+            &mut r.components,
+            &turned,
+        )?;
+        let max = quant.rotation.max_component();
+        if r.components.iter().any(|c| !(-max..=max).contains(c)) {
+            return Err(CodecError::Invalid {
+                field: ABS_ROTATION.name,
+            });
+        }
+        return Ok(());
     }
     r.largest = reference.largest;
     vec_residual(
@@ -375,6 +399,60 @@ fn signed_class(d: i64) -> usize {
     }
 }
 
+/// One context for the bucket and the components (they use separate models of it).
+const TURNED: Ctx = Ctx::new(3, "rotation residual, largest component turned");
+/// Contexts of a rotation residual against a reference re-expressed with another largest component.
+const ROTATION_TURNED: VecCtx = VecCtx {
+    bucket: TURNED,
+    axes: [TURNED; 3],
+};
+
+/// The buckets of a residual after the largest component changed: the largest spans any difference of two
+/// components.
+#[inline]
+fn turned_buckets(quant: &QuantConfig) -> Buckets {
+    Buckets([
+        ROTATION_BUCKETS.0[0],
+        ROTATION_BUCKETS.0[1],
+        (2 * quant.rotation.max_component()).max(ROTATION_BUCKETS.0[1]),
+    ])
+}
+
+/// The smallest three components of `r` re-expressed with `largest` as its largest component, in integers: the
+/// dropped component rebuilt as `isqrt(2·max² − Σc²)` (a component of 1/√2 is `max`), the sign flipped so the new
+/// largest is not negative, each clamped to the component range.
+#[inline]
+fn rotation_as(quant: &QuantConfig, r: &QuantizedRotation, largest: u8) -> [i32; 3] {
+    let max = i64::from(quant.rotation.max_component());
+    let sum: i64 = r
+        .components
+        .iter()
+        .map(|&c| i64::from(c) * i64::from(c))
+        .sum();
+    let dropped = ((2 * max * max - sum).max(0) as u64).isqrt() as i64;
+    let mut q = [0i64; 4];
+    let mut k = 0;
+    for (i, slot) in q.iter_mut().enumerate() {
+        if i == usize::from(r.largest & 3) {
+            *slot = dropped;
+        } else {
+            *slot = i64::from(r.components[k]);
+            k += 1;
+        }
+    }
+    let new = usize::from(largest & 3);
+    let sign = if q[new] < 0 { -1 } else { 1 };
+    let mut out = [0i32; 3];
+    let mut k = 0;
+    for (i, &c) in q.iter().enumerate() {
+        if i != new {
+            out[k] = (c * sign).clamp(-max, max) as i32;
+            k += 1;
+        }
+    }
+    out
+}
+
 /// Bits [`rotation_absolute`] writes, or `None` when a field is out of range.
 #[inline]
 fn rotation_absolute_bits(quant: &QuantConfig, r: &QuantizedRotation) -> Option<u64> {
@@ -412,7 +490,17 @@ fn body_residual_bits(config: &StateConfig, b: &BodyState, r: &BodyState) -> Opt
             return None;
         }
     } else {
-        bits += rotation_absolute_bits(quant, &b.rotation)?;
+        let max = quant.rotation.max_component();
+        if b.rotation.largest > 3
+            || b.rotation
+                .components
+                .iter()
+                .any(|c| !(-max..=max).contains(c))
+        {
+            return None;
+        }
+        let turned = rotation_as(quant, &r.rotation, b.rotation.largest);
+        bits += 2 + vec_residual_bits(turned_buckets(quant), &b.rotation.components, &turned)?;
     }
     if !b.at_rest && !config.pose_only {
         bits += vec_residual_bits(LINEAR_BUCKETS, &b.linear_velocity, &r.linear_velocity)?;
@@ -485,6 +573,45 @@ fn meta<S: Stream>(s: &mut S, o: &mut ObjectState) -> Result<(), CodecError> {
     s.u16(OWNERSHIP_SEQ, &mut o.ownership_seq)
 }
 
+/// `b + (b - o) * frames / span`, rounded to nearest (integer arithmetic, the same on every machine).
+#[inline]
+fn extrapolate(b: i32, o: i32, frames: u16, span: u16) -> i64 {
+    let num = (i64::from(b) - i64::from(o)) * i64::from(frames);
+    let span = i64::from(span.max(1));
+    let step = (2 * num + num.signum() * span) / (2 * span);
+    i64::from(b) + step
+}
+
+/// The pose `frames` after `base`, extrapolated linearly from `older` (`span` frames before it) through `base`,
+/// each position index and, when both share their largest component, each smallest-three component; clamped to
+/// the quantizers' bounds. The at-rest flag is the baseline's, velocities are zero (a pose-only link's).
+fn extrapolate_pose(
+    quant: &QuantConfig,
+    base: &BodyState,
+    frames: u16,
+    older: &BodyState,
+    span: u16,
+) -> BodyState {
+    let mut out = *base;
+    for (i, axis) in quant.position.axes.iter().enumerate() {
+        let p = extrapolate(base.position[i], older.position[i], frames, span);
+        out.position[i] = p.clamp(i64::from(axis.min_index), i64::from(axis.max_index)) as i32;
+    }
+    if base.rotation.largest == older.rotation.largest {
+        let max = i64::from(quant.rotation.max_component());
+        for i in 0..3 {
+            let c = extrapolate(
+                base.rotation.components[i],
+                older.rotation.components[i],
+                frames,
+                span,
+            );
+            out.rotation.components[i] = c.clamp(-max, max) as i32;
+        }
+    }
+    out
+}
+
 /// Velocity indices (linear and angular, per component) under which a moving body counts as slow.
 const SLOW_VELOCITY: i32 = 64;
 
@@ -517,6 +644,29 @@ impl DeltaState for ObjectState {
             body: config
                 .predictor
                 .predict(&config.quant, &baseline.body, frames),
+            ..*baseline
+        })
+    }
+
+    /// A pose-only link sends no velocities to predict with: it extrapolates from two acked poses instead.
+    #[inline]
+    fn uses_history(config: &StateConfig) -> bool {
+        config.pose_only
+    }
+
+    #[inline]
+    fn predict_from_history(
+        config: &StateConfig,
+        baseline: &Self,
+        frames: u16,
+        older: &Self,
+        span: u16,
+    ) -> Option<Self> {
+        if !config.pose_only || span == 0 || frames > crate::predict::MAX_PREDICT_FRAMES {
+            return None;
+        }
+        Some(Self {
+            body: extrapolate_pose(&config.quant, &baseline.body, frames, &older.body, span),
             ..*baseline
         })
     }
@@ -880,6 +1030,79 @@ mod tests {
                 hands: [l, r],
             }
         })
+    }
+
+    #[test]
+    fn a_turned_rotation_is_a_residual_not_a_whole_rotation() {
+        // A cube tumbling past 45° between baseline and now: its largest component goes from w to x.
+        let quant = QuantConfig::default();
+        let before = quant.rotation.quantize([0.69, 0.10, 0.05, 0.71]);
+        let after = quant.rotation.quantize([0.71, 0.10, 0.05, 0.69]);
+        assert_eq!((before.largest, after.largest), (3, 0));
+        let turned = rotation_as(&quant, &before, 0);
+        for (t, a) in turned.iter().zip(after.components) {
+            assert!(
+                (t - a).abs() <= 12,
+                "{turned:?} against {:?}",
+                after.components
+            );
+        }
+        // Re-expressed with its own largest component, a rotation is itself (up to the rebuilt component's
+        // rounding).
+        assert_eq!(rotation_as(&quant, &after, after.largest), after.components);
+        let config = StateConfig {
+            pose_only: true,
+            ..StateConfig::default()
+        };
+        let object = |rotation| ObjectState {
+            body: BodyState {
+                rotation,
+                ..BodyState::default()
+            },
+            ..ObjectState::default()
+        };
+        let residual = plan(&config, &object(after), Some(&object(before)), None).unwrap();
+        assert_eq!(residual.path, DeltaPath::Delta);
+        // Unchanged, path, at rest, position bucket, same-largest flags and the meta flag, then the largest
+        // component (2 bits) and a medium residual: well under the 29 bits of a whole rotation.
+        assert!(residual.bits < 29, "{residual:?}");
+    }
+
+    #[test]
+    fn pose_only_extrapolates_from_an_older_acked_pose() {
+        // A body sliding and turning steadily, seen 6 frames apart, as a pose-only link sends it.
+        let config = StateConfig {
+            pose_only: true,
+            ..StateConfig::default()
+        };
+        let at = |t: i32| ObjectState {
+            body: BodyState {
+                position: [1000 + 40 * t, 700 - 3 * t, -500 + 17 * t],
+                rotation: QuantizedRotation {
+                    largest: 3,
+                    components: [10 + 2 * t, -30 + t, 5],
+                },
+                ..BodyState::default()
+            },
+            ..ObjectState::default()
+        };
+        let (older, base, value) = (at(0), at(6), at(12));
+        let p = ObjectState::predict_from_history(&config, &base, 6, &older, 6).unwrap();
+        assert_eq!(p, value);
+        // Rounding to nearest, both signs alike: a third of a step each frame.
+        assert_eq!(extrapolate(10, 0, 1, 3), 13);
+        assert_eq!(extrapolate(-10, 0, 1, 3), -13);
+        assert_eq!(extrapolate(0, 1, 1, 2), -1);
+        // The full-state link keeps its ballistic predictor.
+        assert!(
+            ObjectState::predict_from_history(&StateConfig::default(), &base, 6, &older, 6)
+                .is_none()
+        );
+        // A perfect prediction's two tag bits against a delta's residual.
+        let predicted = plan(&config, &value, Some(&base), Some(&p)).unwrap();
+        let delta = plan(&config, &value, Some(&base), None).unwrap();
+        assert_eq!((predicted.path, predicted.bits), (DeltaPath::Predicted, 2));
+        assert!(delta.bits > 30, "{delta:?}");
     }
 
     #[test]

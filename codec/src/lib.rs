@@ -22,6 +22,7 @@ pub mod header;
 pub mod packet;
 pub mod predict;
 pub mod priority;
+mod priors;
 pub mod quant;
 pub mod range;
 pub mod seq;

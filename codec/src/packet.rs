@@ -8,7 +8,7 @@
 //! baselines are named relative to this packet's `sequence`. Nothing may follow the last section.
 
 use crate::arith::{ArithReadStream, ArithWriteStream, FieldCosts};
-use crate::baseline::{AckTracker, Baseline, MAX_BASELINE_OFFSET, ReceiveHistory};
+use crate::baseline::{AckTracker, Baseline, MAX_BASELINE_OFFSET, MAX_OLDER_GAP, ReceiveHistory};
 use crate::bitpack::{BitReadStream, BitWriteStream};
 use crate::delta::{DeltaPath, DeltaPlan, DeltaState, plan, serialize_entry_lazy};
 use crate::error::CodecError;
@@ -39,6 +39,8 @@ const ID_GAP_LOW: Ctx = Ctx::new(49, "object id gap low bits");
 const HAS_BASELINE: Ctx = Ctx::new(43, "has baseline");
 const SAME_OFFSET: Ctx = Ctx::new(44, "same baseline offset");
 const OFFSET: Ctx = Ctx::new(45, "baseline offset");
+const HAS_OLDER: Ctx = Ctx::new(58, "has older baseline");
+const OLDER_GAP: Ctx = Ctx::new(59, "older baseline gap");
 
 /// What both ends of a link agree on besides the state types' own configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,10 +111,32 @@ pub struct PacketWriter {
 struct Entry<'b, T> {
     id: u16,
     offset: Option<u16>,
+    /// Packets from the baseline back to the older state the prediction extrapolates from, if any.
+    older: Option<u16>,
     path: DeltaPath,
     prediction: Option<u32>,
     state: T,
     baseline: Option<&'b Baseline<T>>,
+}
+
+/// Serializes which older acked state (packets before the baseline) an entry's prediction extrapolates from, for
+/// state types that predict from history ([`DeltaState::uses_history`]).
+fn serialize_older<S: Stream>(s: &mut S, older: &mut Option<u16>) -> Result<(), CodecError> {
+    let mut has = older.is_some();
+    s.bool(HAS_OLDER, &mut has)?;
+    *older = if has {
+        let mut gap = i32::from(older.unwrap_or(1));
+        s.int(OLDER_GAP, &mut gap, 1, i32::from(MAX_OLDER_GAP))?;
+        Some(gap as u16)
+    } else {
+        None
+    };
+    Ok(())
+}
+
+/// Bit-packed size of [`serialize_older`].
+fn older_bits(older: Option<u16>) -> u64 {
+    1 + older.map_or(0, |_| u64::from(bits_for(u32::from(MAX_OLDER_GAP) - 1)))
 }
 
 /// The context of the next id gap: the bit length of the gap before it, capped.
@@ -202,16 +226,20 @@ fn serialize_entry_body<S: Stream, T: DeltaState>(
             s.int(OFFSET, &mut o, 1, i32::from(MAX_BASELINE_OFFSET))?;
         }
     }
-    let (mut state, mut path) = (e.state, e.path);
+    let (mut state, mut path, mut older) = (e.state, e.path, e.older);
+    let history = T::uses_history(config);
     serialize_entry_lazy(
         s,
         config,
         &mut state,
         &mut path,
         e.baseline.map(|b| &b.state),
-        || {
-            e.prediction
-                .and_then(|i| predictions.get(i as usize).copied())
+        |s| {
+            if history {
+                serialize_older(s, &mut older)?;
+            }
+            Ok(e.prediction
+                .and_then(|i| predictions.get(i as usize).copied()))
         },
     )
 }
@@ -346,7 +374,9 @@ impl PacketWriter {
                 let Some(state) = state_of(id) else { continue };
                 taken[word] |= bit;
                 let base = baselines.baseline(id, sequence);
+                let history = T::uses_history(config);
                 let mut index = None;
+                let mut older = None;
                 let decision = match base {
                     Some(b) if b.state == state => DeltaPlan {
                         path: DeltaPath::Unchanged,
@@ -354,7 +384,22 @@ impl PacketWriter {
                     },
                     _ => {
                         let prediction = base.and_then(|b| {
-                            T::predict(config, &b.state, frame.wrapping_sub(b.frame))
+                            let frames = frame.wrapping_sub(b.frame);
+                            let from_history = if history {
+                                baselines
+                                    .older_baseline(id, b, sequence, frame)
+                                    .and_then(|o| {
+                                        let span = b.frame.wrapping_sub(o.frame);
+                                        let p = T::predict_from_history(
+                                            config, &b.state, frames, &o.state, span,
+                                        )?;
+                                        older = Some(b.sequence.wrapping_sub(o.sequence));
+                                        Some(p)
+                                    })
+                            } else {
+                                None
+                            };
+                            from_history.or_else(|| T::predict(config, &b.state, frames))
                         });
                         if let Some(p) = prediction {
                             index = Some(predictions.len() as u32);
@@ -363,15 +408,22 @@ impl PacketWriter {
                         plan(config, &state, base.map(|b| &b.state), prediction.as_ref())?
                     }
                 };
+                let history_bits =
+                    if history && base.is_some() && decision.path != DeltaPath::Unchanged {
+                        older_bits(older)
+                    } else {
+                        0
+                    };
                 let entry = Entry {
                     id,
                     offset: base.map(|b| sequence.wrapping_sub(b.sequence)),
+                    older,
                     path: decision.path,
                     prediction: index,
                     state,
                     baseline: base,
                 };
-                return Ok(Some((entry, decision.bits)));
+                return Ok(Some((entry, decision.bits + history_bits)));
             }
             Ok(None)
         };
@@ -760,7 +812,7 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                 object: id,
                 sequence: named,
             })?;
-            baseline = Some((b.state, frame.wrapping_sub(b.frame)));
+            baseline = Some((b.state, b.frame, named));
         }
         let mut state = T::default();
         let mut path = DeltaPath::Absolute;
@@ -769,8 +821,29 @@ fn read_section_entries<S: Stream, T: DeltaState>(
             config,
             &mut state,
             &mut path,
-            baseline.as_ref().map(|(b, _)| b),
-            || baseline.and_then(|(b, frames)| T::predict(config, &b, frames)),
+            baseline.as_ref().map(|(b, _, _)| b),
+            |s| {
+                let Some((b, b_frame, named)) = baseline else {
+                    return Ok(None);
+                };
+                let frames = frame.wrapping_sub(b_frame);
+                if T::uses_history(config) {
+                    let mut older = None;
+                    serialize_older(s, &mut older)?;
+                    if let Some(gap) = older {
+                        let sequence = named.wrapping_sub(gap);
+                        let o = history
+                            .get(id, sequence)
+                            .ok_or(CodecError::MissingBaseline {
+                                object: id,
+                                sequence,
+                            })?;
+                        let span = b_frame.wrapping_sub(o.frame);
+                        return Ok(T::predict_from_history(config, &b, frames, &o.state, span));
+                    }
+                }
+                Ok(T::predict(config, &b, frames))
+            },
         )?;
         out.push((id, state));
     }
@@ -929,6 +1002,7 @@ mod tests {
     use crate::encode::StateConfig;
     use crate::header::ReceivedPackets;
     use crate::priority::PriorityAccumulator;
+    use crate::quant::QuantizedRotation;
     use crate::state::{AvatarState, BodyState, ObjectState};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
@@ -1110,6 +1184,80 @@ mod tests {
         let arith = session(Backend::Arith, 7, 0, true);
         assert!(bitpack > 180 * 150, "bitpack delivered {bitpack}");
         assert!(arith > bitpack, "arith {arith} vs bitpack {bitpack}");
+    }
+
+    #[test]
+    fn pose_only_entries_extrapolate_from_an_older_acked_state() {
+        // 200 objects sliding at steady, different speeds; a pose-only link sends them every frame. One sender has
+        // frames 0 to 6 acked, the other only frame 6: coding frame 12, the first extrapolates from frames 0 and
+        // 6, the second can only send deltas from frame 6. The receiver holds every frame.
+        let link = LinkConfig {
+            backend: Backend::Arith,
+            ..LinkConfig::default()
+        };
+        let config = StateConfig {
+            pose_only: true,
+            ..StateConfig::default()
+        };
+        let at = |id: u16, frame: u16| {
+            let (i, t) = (i32::from(id), i32::from(frame));
+            ObjectState {
+                body: BodyState {
+                    position: [
+                        i * 150 + t * (i % 50),
+                        500 + t * (i % 7),
+                        -i * 100 - t * (i % 30),
+                    ],
+                    rotation: QuantizedRotation {
+                        largest: 3,
+                        components: [t * (i % 5), -t * (i % 3), 100],
+                    },
+                    ..BodyState::default()
+                },
+                ..ObjectState::default()
+            }
+        };
+        let order: Vec<u16> = (0..200).collect();
+        let mut with_older = AckTracker::new(link.max_objects);
+        let mut without = AckTracker::new(link.max_objects);
+        let mut history = ReceiveHistory::new(link.max_objects);
+        let header = |sequence: u16| PacketHeader {
+            packet_type: 3,
+            sequence,
+            ..PacketHeader::default()
+        };
+        let mut sizes = [0usize; 2];
+        for frame in 0..=12u16 {
+            for (k, tracker) in [&mut with_older, &mut without].into_iter().enumerate() {
+                let packet = encode_packet(
+                    &link,
+                    &config,
+                    header(frame),
+                    frame,
+                    &order,
+                    |id| Some(at(id, frame)),
+                    tracker,
+                )
+                .unwrap();
+                if k == 0 || frame == 6 {
+                    tracker.process_acks(frame, 0);
+                }
+                let mut h = history.clone();
+                let decoded =
+                    decode_packet::<ObjectState>(&link, &config, &packet.bytes, &mut h).unwrap();
+                assert!(decoded.entries.iter().all(|&(id, s)| s == at(id, frame)));
+                if k == 0 {
+                    history = h;
+                }
+                sizes[k] = packet.bytes.len();
+            }
+        }
+        assert!(
+            sizes[0] * 3 < sizes[1],
+            "bytes with an older state {}, without {}",
+            sizes[0],
+            sizes[1]
+        );
     }
 
     #[test]

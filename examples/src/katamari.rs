@@ -57,7 +57,7 @@ impl Default for KatamariTuning {
             attract_damping: 2.0,
             blow_radius: 6.0,
             blow_accel: 30.0,
-            frames: [360, 20, 220],
+            frames: [180, 20, 400],
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The katamari game script gives the published scene's statistics: the short variant of the bandwidth ladder's
-//! run (10 s of its 60), counting the cubes whose quantized state differs from their state 6 frames (100 ms) before,
+//! run (20 s of its 60: two whole cycles of the script), counting the cubes whose quantized state differs from their state 6 frames (100 ms) before,
 //! the figure the codec's bits per changed cube divide by.
 
 use std::collections::VecDeque;
@@ -16,7 +16,7 @@ fn the_katamari_changes_at_least_eight_percent_of_its_cubes_a_frame() {
     let mut history = VecDeque::from([world.object_states()]);
     let (mut changed, mut frames, mut blown) = (0usize, 0usize, 0usize);
     let start = world.physics_pose(900).translation.vector;
-    for _ in 0..600 {
+    for _ in 0..1200 {
         let phase = script
             .apply(&mut world)
             .expect("the host pushes its own cubes");
@@ -36,7 +36,7 @@ fn the_katamari_changes_at_least_eight_percent_of_its_cubes_a_frame() {
         per_frame >= 0.08 * n as f64,
         "{per_frame:.1} cubes changed a frame"
     );
-    assert_eq!(blown, 20, "one blow phase in the first 10 s");
+    assert_eq!(blown, 40, "one blow phase every 10 s");
     // The player cube rolled under its forces, well into the grid.
     let moved = world.physics_pose(900).translation.vector - start;
     assert!(moved.norm() > 20.0, "player moved {moved:?}");

@@ -1,0 +1,103 @@
+//! The range coder's trained priors pay for themselves on a recorded frame: the 901 cubes of a katamari frame
+//! (`data/katamari_frame.txt`, written by `bandwidth_ladder --record-frame`, from a run the priors were not trained
+//! on) coded as a pose-only link codes them, each against its state 6 frames back and extrapolated from the state
+//! 12 frames back, once from the trained priors and once from even odds.
+
+use physync_codec::arith::{ArithReadStream, ArithWriteStream};
+use physync_codec::delta::{DeltaPath, plan, serialize_entry};
+use physync_codec::{BodyState, DeltaState, ObjectState, QuantizedRotation, StateConfig};
+
+const FRAME: &str = include_str!("data/katamari_frame.txt");
+
+fn pose(fields: &[i32]) -> ObjectState {
+    ObjectState {
+        body: BodyState {
+            position: [fields[0], fields[1], fields[2]],
+            rotation: QuantizedRotation {
+                largest: fields[3] as u8,
+                components: [fields[4], fields[5], fields[6]],
+            },
+            at_rest: fields[7] != 0,
+            ..BodyState::default()
+        },
+        ..ObjectState::default()
+    }
+}
+
+/// Per cube: the state 12 frames back, 6 frames back (the baseline) and now.
+fn recorded() -> Vec<(ObjectState, ObjectState, ObjectState)> {
+    FRAME
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|line| {
+            let numbers = |s: &str| -> Vec<i32> {
+                s.split_whitespace().map(|n| n.parse().unwrap()).collect()
+            };
+            let (_, rest) = line.split_once(' ').unwrap();
+            if let Some(same) = rest.strip_prefix("= ") {
+                let s = pose(&numbers(same));
+                (s, s, s)
+            } else {
+                let parts: Vec<Vec<i32>> = rest.split('|').map(numbers).collect();
+                (pose(&parts[0]), pose(&parts[1]), pose(&parts[2]))
+            }
+        })
+        .collect()
+}
+
+/// Codes every cube with `w`, decodes with `read`, checks the round trip and returns the bytes.
+fn code(
+    mut w: ArithWriteStream,
+    read: impl Fn(&[u8]) -> ArithReadStream<'_>,
+    config: &StateConfig,
+) -> usize {
+    let cubes = recorded();
+    let predictions: Vec<Option<ObjectState>> = cubes
+        .iter()
+        .map(|(older, base, _)| ObjectState::predict_from_history(config, base, 6, older, 6))
+        .collect();
+    for ((_, base, now), p) in cubes.iter().zip(&predictions) {
+        let mut path = plan(config, now, Some(base), p.as_ref()).unwrap().path;
+        let mut v = *now;
+        serialize_entry(&mut w, config, &mut v, &mut path, Some(base), p.as_ref()).unwrap();
+    }
+    let bytes = w.finish();
+    let mut r = read(&bytes);
+    for ((_, base, now), p) in cubes.iter().zip(&predictions) {
+        let (mut v, mut path) = (ObjectState::default(), DeltaPath::Absolute);
+        serialize_entry(&mut r, config, &mut v, &mut path, Some(base), p.as_ref()).unwrap();
+        assert_eq!(v, *now);
+    }
+    r.finish().unwrap();
+    bytes.len()
+}
+
+#[test]
+fn trained_priors_save_bits_on_a_recorded_frame() {
+    let config = StateConfig {
+        pose_only: true,
+        ..StateConfig::default()
+    };
+    let cubes = recorded();
+    assert_eq!(cubes.len(), 901);
+    let changed = cubes.iter().filter(|(_, b, n)| b != n).count();
+    assert!(changed > 50, "{changed} changed cubes");
+    let trained = code(
+        ArithWriteStream::new(),
+        |b| ArithReadStream::new(b).unwrap(),
+        &config,
+    );
+    let flat = code(
+        ArithWriteStream::with_flat_priors(),
+        |b| ArithReadStream::with_flat_priors(b).unwrap(),
+        &config,
+    );
+    let per_cube = |bytes: usize| (bytes * 8) as f64 / changed as f64;
+    // Measured when the table was generated: 418 bytes against 449 (34.1 bits a changed cube against 36.7).
+    assert!(
+        trained * 100 < flat * 96,
+        "trained priors {trained} bytes ({:.1} bits a changed cube), flat {flat} ({:.1})",
+        per_cube(trained),
+        per_cube(flat)
+    );
+}
