@@ -4,14 +4,16 @@
 
 use nalgebra::{Point3, Vector3};
 use rapier3d::math::Pose;
+use rapier3d::parry::bounding_volume::Aabb;
 use rapier3d::parry::partitioning::{Bvh, BvhBuildStrategy};
 use rapier3d::parry::query::DefaultQueryDispatcher;
 use rapier3d::prelude::{
     ColliderBuilder, ColliderHandle, ColliderSet, IntegrationParameters, PhysicsWorld, QueryFilter,
-    QueryPipeline, Ray, RigidBodyBuilder, RigidBodySet,
+    QueryPipeline, Ray, RigidBodyBuilder, RigidBodySet, SharedShape,
 };
 
 use super::convert::{point_to_glam, rotation_to_glam, vector_to_glam};
+use rapier3d::math::Vector as GVec3;
 use super::cubes::CubePose;
 
 /// A static axis-aligned box (floor, wall or cover).
@@ -136,6 +138,11 @@ impl ArenaMap {
 /// where the player saw it ([`WorldGeometry::place_cubes`]). Player movement (rapier's kinematic character
 /// controller) and shot occlusion are computed against this on the server and in client prediction alike, so the
 /// two give identical results for identical inputs and cube poses.
+///
+/// The floor (the lowest box, whose top face spans every other box) is a half-space at its top
+/// face, kept in the trees under the box's bounds: within its footprint it is the same solid to everything that
+/// comes from above, and a capsule meets a plane in closed form where it meets a box through GJK iterations. Every
+/// move of every player rests on the floor, so that is most of what movement costs.
 pub struct WorldGeometry {
     bodies: RigidBodySet,
     colliders: ColliderSet,
@@ -143,23 +150,63 @@ pub struct WorldGeometry {
     cubes: Vec<ColliderHandle>,
     initial: Vec<CubePose>,
     placed: Vec<CubePose>,
+    /// The tree leaves of the static boxes: their index and bounds (the floor's box bounds its half-space).
+    static_leaves: Vec<(usize, Aabb)>,
     bvh: Bvh,
     /// The tree over the static boxes alone (they never move): line-of-sight rays skip the cubes without a
     /// filter, and the tree is built once.
     statics_bvh: Bvh,
 }
 
+/// The margin rapier's broad phase gives a collider's bounds (queries such as the character controller's rely
+/// on it).
+fn leaf_margin() -> f32 {
+    IntegrationParameters::default().prediction_distance() / 2.0
+}
+
+/// The index in `boxes` of the floor: the lowest box whose top face lies at or below the bottom of every other
+/// box and spans each of them horizontally. `None` when no box is such a floor.
+fn ground_box(boxes: &[BoxSpec]) -> Option<usize> {
+    let (index, floor) = boxes.iter().enumerate().min_by(|a, b| {
+        let top = |b: &BoxSpec| b.center.y + b.half_extents.y;
+        top(a.1).total_cmp(&top(b.1))
+    })?;
+    let lo = floor.center - floor.half_extents;
+    let hi = floor.center + floor.half_extents;
+    let spans = boxes.iter().enumerate().all(|(i, b)| {
+        let (blo, bhi) = (b.center - b.half_extents, b.center + b.half_extents);
+        i == index
+            || (blo.y >= hi.y && blo.x >= lo.x && bhi.x <= hi.x && blo.z >= lo.z && bhi.z <= hi.z)
+    });
+    spans.then_some(index)
+}
+
 impl WorldGeometry {
     /// Builds the arena of `map`, its cubes where the map puts them.
     pub fn new(map: &ArenaMap) -> Self {
         let mut colliders = ColliderSet::new();
-        for b in &map.boxes {
-            let h = b.half_extents;
-            colliders.insert(
-                ColliderBuilder::cuboid(h.x, h.y, h.z).translation(point_to_glam(&b.center)),
-            );
-        }
-        let statics_bvh = Self::tree(&colliders);
+        let ground = ground_box(&map.boxes);
+        let static_leaves: Vec<(usize, Aabb)> = map
+            .boxes
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let h = b.half_extents;
+                let bounds = ColliderBuilder::cuboid(h.x, h.y, h.z)
+                    .translation(point_to_glam(&b.center))
+                    .build()
+                    .compute_collision_aabb(leaf_margin());
+                let collider = if ground == Some(i) {
+                    let top = b.center + Vector3::new(0.0, h.y, 0.0);
+                    ColliderBuilder::new(SharedShape::halfspace(GVec3::Y))
+                        .translation(point_to_glam(&top))
+                } else {
+                    ColliderBuilder::cuboid(h.x, h.y, h.z).translation(point_to_glam(&b.center))
+                };
+                (colliders.insert(collider).into_raw_parts().0 as usize, bounds)
+            })
+            .collect();
+        let statics_bvh = Bvh::from_iter(BvhBuildStrategy::Binned, static_leaves.iter().copied());
         let initial: Vec<CubePose> = map.cubes.iter().map(|c| CubePose::at(c.center)).collect();
         let cubes = map
             .cubes
@@ -177,6 +224,7 @@ impl WorldGeometry {
             cubes,
             placed: initial.clone(),
             initial,
+            static_leaves,
             bvh: Bvh::new(),
             statics_bvh,
         };
@@ -184,22 +232,18 @@ impl WorldGeometry {
         geometry
     }
 
-    /// Rebuilds the bounding-volume tree over every collider, with the margins rapier's broad phase gives them
-    /// (queries such as the character controller's rely on them).
+    /// Rebuilds the bounding-volume tree over the static boxes and the placed cubes.
     fn rebuild(&mut self) {
-        self.bvh = Self::tree(&self.colliders);
-    }
-
-    /// A bounding-volume tree over every collider of `colliders`.
-    fn tree(colliders: &ColliderSet) -> Bvh {
-        let margin = IntegrationParameters::default().prediction_distance() / 2.0;
-        let leaves = colliders.iter().map(|(handle, c)| {
-            (
+        let margin = leaf_margin();
+        let cubes = self.cubes.iter().filter_map(|handle| {
+            let collider = self.colliders.get(*handle)?;
+            Some((
                 handle.into_raw_parts().0 as usize,
-                c.compute_collision_aabb(margin),
-            )
+                collider.compute_collision_aabb(margin),
+            ))
         });
-        Bvh::from_iter(BvhBuildStrategy::Binned, leaves)
+        let leaves = self.static_leaves.iter().copied().chain(cubes);
+        self.bvh = Bvh::from_iter(BvhBuildStrategy::Binned, leaves);
     }
 
     /// The cubes' poses in the map (before anything moved them).
