@@ -13,8 +13,8 @@ use rapier3d::prelude::{
 };
 
 use super::convert::{point_to_glam, rotation_to_glam, vector_to_glam};
-use rapier3d::math::Vector as GVec3;
 use super::cubes::CubePose;
+use rapier3d::math::Vector as GVec3;
 
 /// A static axis-aligned box (floor, wall or cover).
 #[derive(Debug, Clone, PartialEq)]
@@ -203,7 +203,10 @@ impl WorldGeometry {
                 } else {
                     ColliderBuilder::cuboid(h.x, h.y, h.z).translation(point_to_glam(&b.center))
                 };
-                (colliders.insert(collider).into_raw_parts().0 as usize, bounds)
+                (
+                    colliders.insert(collider).into_raw_parts().0 as usize,
+                    bounds,
+                )
             })
             .collect();
         let statics_bvh = Bvh::from_iter(BvhBuildStrategy::Binned, static_leaves.iter().copied());
