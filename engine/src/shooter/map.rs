@@ -153,9 +153,9 @@ pub struct WorldGeometry {
     /// The tree leaves of the static boxes: their index and bounds (the floor's box bounds its half-space).
     static_leaves: Vec<(usize, Aabb)>,
     bvh: Bvh,
-    /// The tree over the static boxes alone (they never move): line-of-sight rays skip the cubes without a
-    /// filter, and the tree is built once.
-    statics_bvh: Bvh,
+    /// The static boxes as they are (the floor's box included), for line of sight: a handful of slab tests
+    /// cost less than a tree walk and a shape dispatch per ray.
+    static_boxes: Vec<Aabb>,
 }
 
 /// The margin rapier's broad phase gives a collider's bounds (queries such as the character controller's rely
@@ -179,6 +179,49 @@ fn ground_box(boxes: &[BoxSpec]) -> Option<usize> {
             || (blo.y >= hi.y && blo.x >= lo.x && bhi.x <= hi.x && blo.z >= lo.z && bhi.z <= hi.z)
     });
     spans.then_some(index)
+}
+
+/// A line-of-sight segment, ready for slab tests against boxes.
+struct Segment {
+    origin: GVec3,
+    inverse: GVec3,
+    length: f32,
+    bounds: Aabb,
+}
+
+impl Segment {
+    /// The segment from `origin` along the unit `direction` for `length`.
+    fn new(origin: GVec3, direction: GVec3, length: f32) -> Self {
+        let end = origin + direction * length;
+        Self {
+            origin,
+            inverse: direction.recip(),
+            length,
+            bounds: Aabb::new(origin.min(end), origin.max(end)),
+        }
+    }
+
+    /// True when the segment touches the solid box `b` (starting inside it counts): its bounds first, then the
+    /// slab test axis by axis.
+    fn meets(&self, b: &Aabb) -> bool {
+        let s = &self.bounds;
+        if s.mins.cmpgt(b.maxs).any() || s.maxs.cmplt(b.mins).any() {
+            return false;
+        }
+        let (mut enter, mut leave) = (0.0f32, self.length);
+        for axis in 0..3 {
+            let (o, inv) = (self.origin[axis], self.inverse[axis]);
+            let (lo, hi) = (b.mins[axis], b.maxs[axis]);
+            if !inv.is_finite() {
+                // Parallel to this slab: the bounds test above found the origin within it.
+                continue;
+            }
+            let (t1, t2) = ((lo - o) * inv, (hi - o) * inv);
+            enter = enter.max(t1.min(t2));
+            leave = leave.min(t1.max(t2));
+        }
+        enter <= leave
+    }
 }
 
 impl WorldGeometry {
@@ -209,7 +252,16 @@ impl WorldGeometry {
                 )
             })
             .collect();
-        let statics_bvh = Bvh::from_iter(BvhBuildStrategy::Binned, static_leaves.iter().copied());
+        let static_boxes = map
+            .boxes
+            .iter()
+            .map(|b| {
+                Aabb::new(
+                    point_to_glam(&(b.center - b.half_extents)),
+                    point_to_glam(&(b.center + b.half_extents)),
+                )
+            })
+            .collect();
         let initial: Vec<CubePose> = map.cubes.iter().map(|c| CubePose::at(c.center)).collect();
         let cubes = map
             .cubes
@@ -229,7 +281,7 @@ impl WorldGeometry {
             initial,
             static_leaves,
             bvh: Bvh::new(),
-            statics_bvh,
+            static_boxes,
         };
         geometry.rebuild();
         geometry
@@ -308,12 +360,12 @@ impl WorldGeometry {
         if distance < 1e-4 {
             return false;
         }
-        let ray = Ray::new(point_to_glam(from), vector_to_glam(&(d / distance)));
-        let queries = QueryPipeline {
-            bvh: &self.statics_bvh,
-            ..self.queries()
-        };
-        queries.cast_ray(&ray, distance, true).is_some()
+        let segment = Segment::new(
+            point_to_glam(from),
+            vector_to_glam(&(d / distance)),
+            distance,
+        );
+        self.static_boxes.iter().any(|b| segment.meets(b))
     }
 
     /// Like [`WorldGeometry::cast_ray`], also naming the cube struck (its index in map order), if a cube
@@ -336,5 +388,58 @@ impl std::fmt::Debug for WorldGeometry {
         f.debug_struct("WorldGeometry")
             .field("colliders", &self.colliders.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn the_floor_is_the_lowest_box_spanning_the_others() {
+        let mut map = ArenaMap::standard();
+        assert_eq!(ground_box(&map.boxes), Some(0));
+        // A box beside the floor: no box spans the arena, so every box stays a box.
+        map.boxes.push(BoxSpec {
+            center: Point3::new(30.0, 0.5, 0.0),
+            half_extents: Vector3::new(1.0, 0.5, 1.0),
+        });
+        assert_eq!(ground_box(&map.boxes), None);
+    }
+
+    /// Line of sight (slab tests against the static boxes) and a shot's ray (rapier's query over the floor's
+    /// half-space and the boxes) agree on which segments inside the arena the walls and cover block.
+    #[test]
+    fn sight_and_rays_agree_on_what_blocks() {
+        let mut map = ArenaMap::standard();
+        map.cubes.clear();
+        let geometry = WorldGeometry::new(&map);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let point = |rng: &mut ChaCha8Rng| {
+            Point3::new(
+                rng.random_range(-19.5..19.5),
+                rng.random_range(0.05..3.0),
+                rng.random_range(-19.5..19.5),
+            )
+        };
+        let (mut blocked, mut clear) = (0, 0);
+        for _ in 0..2_000 {
+            let (a, b) = (point(&mut rng), point(&mut rng));
+            let d = b - a;
+            let distance = d.norm();
+            let by_ray = geometry.cast_ray(&a, &(d / distance), distance).is_some();
+            assert_eq!(geometry.sight_blocked(&a, &b), by_ray, "{a:?} -> {b:?}");
+            if by_ray {
+                blocked += 1;
+            } else {
+                clear += 1;
+            }
+        }
+        assert!(
+            blocked > 100 && clear > 100,
+            "{blocked} blocked, {clear} clear"
+        );
     }
 }
