@@ -28,7 +28,6 @@ pub const MAX_CUBES: usize = 24;
 /// Oldest baseline a snapshot may name, in ticks (the receiver keeps this many snapshots).
 pub const MAX_BASELINE_AGE: u32 = 63;
 
-const POS_BUCKET: Ctx = Ctx::user(10, "position residual bucket");
 const POS_AXIS: Ctx = Ctx::user(11, "position residual");
 const POS_X: Ctx = Ctx::user(12, "position x");
 const POS_Y: Ctx = Ctx::user(13, "position y");
@@ -50,13 +49,14 @@ const HEADER_FOLLOWS: Ctx = Ctx::user(62, "header follows the baseline");
 const CUBES_KEPT: Ctx = Ctx::user(63, "every cube as in the baseline");
 const PATH: Ctx = Ctx::user(0, "entry path");
 const VERTICAL: Ctx = Ctx::user(1, "vertical move");
+const HORIZONTAL: Ctx = Ctx::user(10, "horizontal move");
 const POS_Y_CHANGE: Ctx = Ctx::user(2, "vertical residual");
 const PITCH_CHANGED: Ctx = Ctx::user(6, "pitch changed");
 const YAW_CHANGE: Ctx = Ctx::user(48, "yaw change");
 const PITCH_CHANGE: Ctx = Ctx::user(49, "pitch change");
 
-/// Position residual buckets: per-axis bounds of the small, medium and large residuals, in position steps.
-const POSITION_BUCKETS: [i32; 3] = [31, 511, 8191];
+/// Largest per-axis position residual, in position steps (16 m); a longer move goes whole.
+const POSITION_RESIDUAL_MAX: i32 = 8191;
 /// Horizontal and vertical position bounds on the wire (±64 m; −8 m..56 m): the box the world keeps players in.
 const XZ_RANGE: (i32, i32) = (units::POSITION_MIN[0], units::POSITION_MAX[0]);
 const Y_RANGE: (i32, i32) = (units::POSITION_MIN[1], units::POSITION_MAX[1]);
@@ -69,43 +69,35 @@ fn position_absolute<S: Stream>(s: &mut S, p: &mut [i32; 3]) -> Result<(), Codec
     s.int(POS_X, &mut p[2], XZ_RANGE.0, XZ_RANGE.1)
 }
 
-/// A position against a reference: whether it moved vertically (players walk on level floors, so it mostly did
-/// not), the horizontal residual under one bucket of bounds, then the vertical residual if it moved.
+/// A position against a reference: one flag each for a horizontal and a vertical move (players walk on level
+/// floors, so mostly the first alone), then the residual of each axis that moved.
 fn position_residual<S: Stream>(
     s: &mut S,
     p: &mut [i32; 3],
     reference: &[i32; 3],
 ) -> Result<(), CodecError> {
     let mut diff = [0i32; 3];
-    let mut bucket = 0;
     if !S::READING {
-        let mut largest = 0i64;
         for i in 0..3 {
             let d = i64::from(p[i]) - i64::from(reference[i]);
-            diff[i] = d.clamp(-65_536, 65_536) as i32;
-            if i != 1 {
-                largest = largest.max(d.abs());
+            if d.abs() > i64::from(POSITION_RESIDUAL_MAX) {
+                return Err(CodecError::Invalid {
+                    field: POS_AXIS.name,
+                });
             }
-        }
-        if largest > 0 {
-            bucket = 1 + POSITION_BUCKETS
-                .iter()
-                .position(|&b| largest <= i64::from(b))
-                .ok_or(CodecError::Invalid {
-                    field: POS_BUCKET.name,
-                })? as i32;
+            diff[i] = d as i32;
         }
     }
-    let mut vertical = diff[1] != 0;
-    s.bool(VERTICAL, &mut vertical)?;
-    s.int(POS_BUCKET, &mut bucket, 0, 3)?;
-    if bucket > 0 {
-        let bound = POSITION_BUCKETS[(bucket - 1) as usize];
+    let bound = POSITION_RESIDUAL_MAX;
+    let mut horizontal = diff[0] != 0 || diff[2] != 0;
+    s.bool(HORIZONTAL, &mut horizontal)?;
+    if horizontal {
         s.int(POS_AXIS, &mut diff[0], -bound, bound)?;
         s.int(POS_AXIS, &mut diff[2], -bound, bound)?;
     }
+    let mut vertical = diff[1] != 0;
+    s.bool(VERTICAL, &mut vertical)?;
     if vertical {
-        let bound = POSITION_BUCKETS[POSITION_BUCKETS.len() - 1];
         s.int(POS_Y_CHANGE, &mut diff[1], -bound, bound)?;
     }
     if S::READING {
