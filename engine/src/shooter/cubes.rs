@@ -62,6 +62,8 @@ pub struct CubeTrack {
     /// Each state with its pose, dequantized once on arrival.
     samples: VecDeque<(Tick, BodyState, CubePose)>,
     capacity: usize,
+    /// How many neighbouring samples differ: 0 while the cube rests over the whole track.
+    changes: usize,
 }
 
 impl CubeTrack {
@@ -70,6 +72,7 @@ impl CubeTrack {
         Self {
             samples: VecDeque::with_capacity(capacity.max(2)),
             capacity: capacity.max(2),
+            changes: 0,
         }
     }
 
@@ -80,10 +83,18 @@ impl CubeTrack {
         if self.samples.get(index).is_some_and(|(t, _, _)| *t == tick) {
             return;
         }
+        let state_at = |i: usize| self.samples.get(i).map(|(_, s, _)| *s);
+        let (before, after) = (index.checked_sub(1).and_then(state_at), state_at(index));
+        let differ = |a: Option<BodyState>, b: Option<BodyState>| {
+            usize::from(a.is_some() && b.is_some() && a != b)
+        };
+        self.changes = self.changes + differ(before, Some(state)) + differ(Some(state), after)
+            - differ(before, after);
         self.samples
             .insert(index, (tick, state, CubePose::of(quant, &state)));
         while self.samples.len() > self.capacity {
-            self.samples.pop_front();
+            let first = self.samples.pop_front().map(|(_, s, _)| s);
+            self.changes -= differ(first, self.samples.front().map(|(_, s, _)| *s));
         }
     }
 
@@ -104,6 +115,16 @@ impl CubeTrack {
         let next = self
             .samples
             .partition_point(|(t, _, _)| f64::from(*t) <= ticks);
+        if self.changes == 0 {
+            // A cube resting over the whole track: any held state gives its pose.
+            return self
+                .samples
+                .range(..next)
+                .rev()
+                .chain(self.samples.range(next..))
+                .find(|(t, _, _)| held(*t))
+                .map(|(_, _, pose)| *pose);
+        }
         let before = self.samples.range(..next).rev().find(|(t, _, _)| held(*t));
         let after = self.samples.range(next..).find(|(t, _, _)| held(*t));
         match (before, after) {
@@ -182,5 +203,32 @@ mod tests {
         // Beyond the newest state the newest is held.
         let late = full.pose_at_view(ViewTime::at(40)).unwrap();
         assert!((late.center.x - 19.0 * 0.25).abs() < 1e-2);
+    }
+
+    #[test]
+    fn a_resting_track_counts_no_changes_and_gives_its_pose_from_any_held_state() {
+        let quant = QuantConfig::default();
+        let mut track = CubeTrack::new(4);
+        for tick in [10, 12, 11, 13] {
+            track.push(tick, state(&quant, 1.0), &quant);
+        }
+        assert_eq!(track.changes, 0);
+        let only_13 = track.pose_at_held(10.5, &|t| t == 13).unwrap();
+        assert!((only_13.center.x - 1.0).abs() < 1e-3);
+        assert_eq!(track.pose_at_held(10.5, &|_| false), None);
+        // A move in the middle, then the track forgets it as newer resting states arrive.
+        track.push(14, state(&quant, 2.0), &quant);
+        assert_eq!(track.changes, 1);
+        track.push(15, state(&quant, 2.0), &quant);
+        track.push(16, state(&quant, 2.0), &quant);
+        assert_eq!(track.changes, 1);
+        track.push(17, state(&quant, 2.0), &quant);
+        assert_eq!(track.changes, 0);
+        // An old state arriving late between two others is counted against both.
+        let mut late = CubeTrack::new(8);
+        late.push(1, state(&quant, 1.0), &quant);
+        late.push(3, state(&quant, 1.0), &quant);
+        late.push(2, state(&quant, 3.0), &quant);
+        assert_eq!(late.changes, 2);
     }
 }

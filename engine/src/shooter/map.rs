@@ -4,15 +4,17 @@
 
 use nalgebra::{Point3, Vector3};
 use rapier3d::math::Pose;
+use rapier3d::parry::bounding_volume::Aabb;
 use rapier3d::parry::partitioning::{Bvh, BvhBuildStrategy};
 use rapier3d::parry::query::DefaultQueryDispatcher;
 use rapier3d::prelude::{
     ColliderBuilder, ColliderHandle, ColliderSet, IntegrationParameters, PhysicsWorld, QueryFilter,
-    QueryPipeline, Ray, RigidBodyBuilder, RigidBodySet,
+    QueryPipeline, Ray, RigidBodyBuilder, RigidBodySet, SharedShape,
 };
 
 use super::convert::{point_to_glam, rotation_to_glam, vector_to_glam};
 use super::cubes::CubePose;
+use rapier3d::math::Vector as GVec3;
 
 /// A static axis-aligned box (floor, wall or cover).
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +138,11 @@ impl ArenaMap {
 /// where the player saw it ([`WorldGeometry::place_cubes`]). Player movement (rapier's kinematic character
 /// controller) and shot occlusion are computed against this on the server and in client prediction alike, so the
 /// two give identical results for identical inputs and cube poses.
+///
+/// The floor (the lowest box, whose top face spans every other box) is a half-space at its top
+/// face, kept in the trees under the box's bounds: within its footprint it is the same solid to everything that
+/// comes from above, and a capsule meets a plane in closed form where it meets a box through GJK iterations. Every
+/// move of every player rests on the floor, so that is most of what movement costs.
 pub struct WorldGeometry {
     bodies: RigidBodySet,
     colliders: ColliderSet,
@@ -143,23 +150,118 @@ pub struct WorldGeometry {
     cubes: Vec<ColliderHandle>,
     initial: Vec<CubePose>,
     placed: Vec<CubePose>,
+    /// The tree leaves of the static boxes: their index and bounds (the floor's box bounds its half-space).
+    static_leaves: Vec<(usize, Aabb)>,
     bvh: Bvh,
-    /// The tree over the static boxes alone (they never move): line-of-sight rays skip the cubes without a
-    /// filter, and the tree is built once.
-    statics_bvh: Bvh,
+    /// The static boxes as they are (the floor's box included), for line of sight: a handful of slab tests
+    /// cost less than a tree walk and a shape dispatch per ray.
+    static_boxes: Vec<Aabb>,
+}
+
+/// The margin rapier's broad phase gives a collider's bounds (queries such as the character controller's rely
+/// on it).
+fn leaf_margin() -> f32 {
+    IntegrationParameters::default().prediction_distance() / 2.0
+}
+
+/// The index in `boxes` of the floor: the lowest box whose top face lies at or below the bottom of every other
+/// box and spans each of them horizontally. `None` when no box is such a floor.
+fn ground_box(boxes: &[BoxSpec]) -> Option<usize> {
+    let (index, floor) = boxes.iter().enumerate().min_by(|a, b| {
+        let top = |b: &BoxSpec| b.center.y + b.half_extents.y;
+        top(a.1).total_cmp(&top(b.1))
+    })?;
+    let lo = floor.center - floor.half_extents;
+    let hi = floor.center + floor.half_extents;
+    let spans = boxes.iter().enumerate().all(|(i, b)| {
+        let (blo, bhi) = (b.center - b.half_extents, b.center + b.half_extents);
+        i == index
+            || (blo.y >= hi.y && blo.x >= lo.x && bhi.x <= hi.x && blo.z >= lo.z && bhi.z <= hi.z)
+    });
+    spans.then_some(index)
+}
+
+/// A line-of-sight segment, ready for slab tests against boxes.
+struct Segment {
+    origin: GVec3,
+    inverse: GVec3,
+    length: f32,
+    bounds: Aabb,
+}
+
+impl Segment {
+    /// The segment from `origin` along the unit `direction` for `length`.
+    fn new(origin: GVec3, direction: GVec3, length: f32) -> Self {
+        let end = origin + direction * length;
+        Self {
+            origin,
+            inverse: direction.recip(),
+            length,
+            bounds: Aabb::new(origin.min(end), origin.max(end)),
+        }
+    }
+
+    /// True when the segment touches the solid box `b` (starting inside it counts): its bounds first, then the
+    /// slab test axis by axis.
+    fn meets(&self, b: &Aabb) -> bool {
+        let s = &self.bounds;
+        if s.mins.cmpgt(b.maxs).any() || s.maxs.cmplt(b.mins).any() {
+            return false;
+        }
+        let (mut enter, mut leave) = (0.0f32, self.length);
+        for axis in 0..3 {
+            let (o, inv) = (self.origin[axis], self.inverse[axis]);
+            let (lo, hi) = (b.mins[axis], b.maxs[axis]);
+            if !inv.is_finite() {
+                // Parallel to this slab: the bounds test above found the origin within it.
+                continue;
+            }
+            let (t1, t2) = ((lo - o) * inv, (hi - o) * inv);
+            enter = enter.max(t1.min(t2));
+            leave = leave.min(t1.max(t2));
+        }
+        enter <= leave
+    }
 }
 
 impl WorldGeometry {
     /// Builds the arena of `map`, its cubes where the map puts them.
     pub fn new(map: &ArenaMap) -> Self {
         let mut colliders = ColliderSet::new();
-        for b in &map.boxes {
-            let h = b.half_extents;
-            colliders.insert(
-                ColliderBuilder::cuboid(h.x, h.y, h.z).translation(point_to_glam(&b.center)),
-            );
-        }
-        let statics_bvh = Self::tree(&colliders);
+        let ground = ground_box(&map.boxes);
+        let static_leaves: Vec<(usize, Aabb)> = map
+            .boxes
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let h = b.half_extents;
+                let bounds = ColliderBuilder::cuboid(h.x, h.y, h.z)
+                    .translation(point_to_glam(&b.center))
+                    .build()
+                    .compute_collision_aabb(leaf_margin());
+                let collider = if ground == Some(i) {
+                    let top = b.center + Vector3::new(0.0, h.y, 0.0);
+                    ColliderBuilder::new(SharedShape::halfspace(GVec3::Y))
+                        .translation(point_to_glam(&top))
+                } else {
+                    ColliderBuilder::cuboid(h.x, h.y, h.z).translation(point_to_glam(&b.center))
+                };
+                (
+                    colliders.insert(collider).into_raw_parts().0 as usize,
+                    bounds,
+                )
+            })
+            .collect();
+        let static_boxes = map
+            .boxes
+            .iter()
+            .map(|b| {
+                Aabb::new(
+                    point_to_glam(&(b.center - b.half_extents)),
+                    point_to_glam(&(b.center + b.half_extents)),
+                )
+            })
+            .collect();
         let initial: Vec<CubePose> = map.cubes.iter().map(|c| CubePose::at(c.center)).collect();
         let cubes = map
             .cubes
@@ -177,29 +279,26 @@ impl WorldGeometry {
             cubes,
             placed: initial.clone(),
             initial,
+            static_leaves,
             bvh: Bvh::new(),
-            statics_bvh,
+            static_boxes,
         };
         geometry.rebuild();
         geometry
     }
 
-    /// Rebuilds the bounding-volume tree over every collider, with the margins rapier's broad phase gives them
-    /// (queries such as the character controller's rely on them).
+    /// Rebuilds the bounding-volume tree over the static boxes and the placed cubes.
     fn rebuild(&mut self) {
-        self.bvh = Self::tree(&self.colliders);
-    }
-
-    /// A bounding-volume tree over every collider of `colliders`.
-    fn tree(colliders: &ColliderSet) -> Bvh {
-        let margin = IntegrationParameters::default().prediction_distance() / 2.0;
-        let leaves = colliders.iter().map(|(handle, c)| {
-            (
+        let margin = leaf_margin();
+        let cubes = self.cubes.iter().filter_map(|handle| {
+            let collider = self.colliders.get(*handle)?;
+            Some((
                 handle.into_raw_parts().0 as usize,
-                c.compute_collision_aabb(margin),
-            )
+                collider.compute_collision_aabb(margin),
+            ))
         });
-        Bvh::from_iter(BvhBuildStrategy::Binned, leaves)
+        let leaves = self.static_leaves.iter().copied().chain(cubes);
+        self.bvh = Bvh::from_iter(BvhBuildStrategy::Binned, leaves);
     }
 
     /// The cubes' poses in the map (before anything moved them).
@@ -261,12 +360,12 @@ impl WorldGeometry {
         if distance < 1e-4 {
             return false;
         }
-        let ray = Ray::new(point_to_glam(from), vector_to_glam(&(d / distance)));
-        let queries = QueryPipeline {
-            bvh: &self.statics_bvh,
-            ..self.queries()
-        };
-        queries.cast_ray(&ray, distance, true).is_some()
+        let segment = Segment::new(
+            point_to_glam(from),
+            vector_to_glam(&(d / distance)),
+            distance,
+        );
+        self.static_boxes.iter().any(|b| segment.meets(b))
     }
 
     /// Like [`WorldGeometry::cast_ray`], also naming the cube struck (its index in map order), if a cube
@@ -289,5 +388,58 @@ impl std::fmt::Debug for WorldGeometry {
         f.debug_struct("WorldGeometry")
             .field("colliders", &self.colliders.len())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn the_floor_is_the_lowest_box_spanning_the_others() {
+        let mut map = ArenaMap::standard();
+        assert_eq!(ground_box(&map.boxes), Some(0));
+        // A box beside the floor: no box spans the arena, so every box stays a box.
+        map.boxes.push(BoxSpec {
+            center: Point3::new(30.0, 0.5, 0.0),
+            half_extents: Vector3::new(1.0, 0.5, 1.0),
+        });
+        assert_eq!(ground_box(&map.boxes), None);
+    }
+
+    /// Line of sight (slab tests against the static boxes) and a shot's ray (rapier's query over the floor's
+    /// half-space and the boxes) agree on which segments inside the arena the walls and cover block.
+    #[test]
+    fn sight_and_rays_agree_on_what_blocks() {
+        let mut map = ArenaMap::standard();
+        map.cubes.clear();
+        let geometry = WorldGeometry::new(&map);
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let point = |rng: &mut ChaCha8Rng| {
+            Point3::new(
+                rng.random_range(-19.5..19.5),
+                rng.random_range(0.05..3.0),
+                rng.random_range(-19.5..19.5),
+            )
+        };
+        let (mut blocked, mut clear) = (0, 0);
+        for _ in 0..2_000 {
+            let (a, b) = (point(&mut rng), point(&mut rng));
+            let d = b - a;
+            let distance = d.norm();
+            let by_ray = geometry.cast_ray(&a, &(d / distance), distance).is_some();
+            assert_eq!(geometry.sight_blocked(&a, &b), by_ray, "{a:?} -> {b:?}");
+            if by_ray {
+                blocked += 1;
+            } else {
+                clear += 1;
+            }
+        }
+        assert!(
+            blocked > 100 && clear > 100,
+            "{blocked} blocked, {clear} clear"
+        );
     }
 }

@@ -167,6 +167,13 @@ fn move_player(
     let mut vy = units::dequantize_velocity(motion.vertical_velocity);
     if motion.grounded && input.pressed(buttons::JUMP) {
         vy = movement.jump_speed;
+    } else if motion.grounded && wish != GVec3::ZERO {
+        // Walking on the ground the move is level and the controller's snap keeps the feet down (and follows a
+        // step down): a level move meets nothing on open floor, where one pressing into the floor would hit it
+        // and slide, which costs the controller a second cast and contact search every tick. Standing still
+        // keeps pressing down: a move of zero would run the controller's depenetration instead, which pushes
+        // a capsule resting on the floor's half-space up.
+        vy = 0.0;
     } else {
         vy = (vy - movement.gravity * dt).max(-movement.max_fall_speed);
     }
@@ -368,6 +375,47 @@ mod tests {
         let slid = z_before - state.position().z;
         assert!(slid > 2.0, "slid {slid} m along the wall");
         assert!((state.position().x - x).abs() < 0.01);
+    }
+
+    /// Walking is a level move kept on the ground by the controller's snap: on open floor a walker stays at the
+    /// height it stands at, and it walks off a cover box's top down to the floor.
+    #[test]
+    fn walkers_keep_their_standing_height_and_step_off_ledges() {
+        let rules = GameRules::default();
+        let geometry = WorldGeometry::new(&ArenaMap::standard());
+        let mut state = PlayerState::spawned(&rules, &Point3::new(6.0, 1.2, 6.0), 0);
+        settle(&mut state, &geometry, &rules);
+        assert!(state.motion.grounded);
+        let on_top = state.motion.position[1];
+        assert!(
+            (state.position().y - 1.2).abs() < 0.05,
+            "{:?}",
+            state.position()
+        );
+        let east = PlayerInput {
+            move_z: 7,
+            yaw: 16_384, // +X
+            ..PlayerInput::default()
+        };
+        // Two ticks along the top (0.4 m, the box ends 1.5 m east of its centre).
+        for _ in 0..2 {
+            simulate_player(&mut state, &east, &geometry, &rules);
+            assert!(state.motion.grounded);
+            assert_eq!(state.motion.position[1], on_top);
+        }
+        for _ in 0..40 {
+            simulate_player(&mut state, &east, &geometry, &rules);
+        }
+        assert!(state.motion.grounded);
+        assert!(state.position().y.abs() < 0.05, "{:?}", state.position());
+        let walking = state.motion.position[1];
+        for _ in 0..5 {
+            simulate_player(&mut state, &PlayerInput::default(), &geometry, &rules);
+        }
+        assert_eq!(
+            state.motion.position[1], walking,
+            "standing height is walking height"
+        );
     }
 
     #[test]

@@ -28,7 +28,6 @@ pub const MAX_CUBES: usize = 24;
 /// Oldest baseline a snapshot may name, in ticks (the receiver keeps this many snapshots).
 pub const MAX_BASELINE_AGE: u32 = 63;
 
-const POS_BUCKET: Ctx = Ctx::user(10, "position residual bucket");
 const POS_AXIS: Ctx = Ctx::user(11, "position residual");
 const POS_X: Ctx = Ctx::user(12, "position x");
 const POS_Y: Ctx = Ctx::user(13, "position y");
@@ -44,12 +43,20 @@ const PHASE: Ctx = Ctx::user(22, "phase");
 const SLOT: Ctx = Ctx::user(23, "slot");
 const FILL: Ctx = Ctx::user(24, "input fill");
 const COUNT: Ctx = Ctx::user(25, "cube count");
-const SIGHT: Ctx = Ctx::user(54, "sighting");
+const SEEN: Ctx = Ctx::user(54, "sighting");
+const FRESH: Ctx = Ctx::user(61, "sent fresh");
+const HEADER_FOLLOWS: Ctx = Ctx::user(62, "header follows the baseline");
+const CUBES_KEPT: Ctx = Ctx::user(63, "every cube as in the baseline");
+const PATH: Ctx = Ctx::user(0, "entry path");
+const VERTICAL: Ctx = Ctx::user(1, "vertical move");
+const HORIZONTAL: Ctx = Ctx::user(10, "horizontal move");
+const POS_Y_CHANGE: Ctx = Ctx::user(2, "vertical residual");
+const PITCH_CHANGED: Ctx = Ctx::user(6, "pitch changed");
 const YAW_CHANGE: Ctx = Ctx::user(48, "yaw change");
 const PITCH_CHANGE: Ctx = Ctx::user(49, "pitch change");
 
-/// Position residual buckets: per-axis bounds of the small, medium and large residuals, in position steps.
-const POSITION_BUCKETS: [i32; 3] = [31, 511, 8191];
+/// Largest per-axis position residual, in position steps (16 m); a longer move goes whole.
+const POSITION_RESIDUAL_MAX: i32 = 8191;
 /// Horizontal and vertical position bounds on the wire (±64 m; −8 m..56 m): the box the world keeps players in.
 const XZ_RANGE: (i32, i32) = (units::POSITION_MIN[0], units::POSITION_MAX[0]);
 const Y_RANGE: (i32, i32) = (units::POSITION_MIN[1], units::POSITION_MAX[1]);
@@ -62,35 +69,36 @@ fn position_absolute<S: Stream>(s: &mut S, p: &mut [i32; 3]) -> Result<(), Codec
     s.int(POS_X, &mut p[2], XZ_RANGE.0, XZ_RANGE.1)
 }
 
+/// A position against a reference: one flag each for a horizontal and a vertical move (players walk on level
+/// floors, so mostly the first alone), then the residual of each axis that moved.
 fn position_residual<S: Stream>(
     s: &mut S,
     p: &mut [i32; 3],
     reference: &[i32; 3],
 ) -> Result<(), CodecError> {
     let mut diff = [0i32; 3];
-    let mut bucket = 0;
     if !S::READING {
-        let mut largest = 0i64;
         for i in 0..3 {
             let d = i64::from(p[i]) - i64::from(reference[i]);
-            largest = largest.max(d.abs());
-            diff[i] = d.clamp(-65_536, 65_536) as i32;
-        }
-        if largest > 0 {
-            bucket = 1 + POSITION_BUCKETS
-                .iter()
-                .position(|&b| largest <= i64::from(b))
-                .ok_or(CodecError::Invalid {
-                    field: POS_BUCKET.name,
-                })? as i32;
+            if d.abs() > i64::from(POSITION_RESIDUAL_MAX) {
+                return Err(CodecError::Invalid {
+                    field: POS_AXIS.name,
+                });
+            }
+            diff[i] = d as i32;
         }
     }
-    s.int(POS_BUCKET, &mut bucket, 0, 3)?;
-    if bucket > 0 {
-        let bound = POSITION_BUCKETS[(bucket - 1) as usize];
-        for d in diff.iter_mut() {
-            s.int(POS_AXIS, d, -bound, bound)?;
-        }
+    let bound = POSITION_RESIDUAL_MAX;
+    let mut horizontal = diff[0] != 0 || diff[2] != 0;
+    s.bool(HORIZONTAL, &mut horizontal)?;
+    if horizontal {
+        s.int(POS_AXIS, &mut diff[0], -bound, bound)?;
+        s.int(POS_AXIS, &mut diff[2], -bound, bound)?;
+    }
+    let mut vertical = diff[1] != 0;
+    s.bool(VERTICAL, &mut vertical)?;
+    if vertical {
+        s.int(POS_Y_CHANGE, &mut diff[1], -bound, bound)?;
     }
     if S::READING {
         for i in 0..3 {
@@ -117,8 +125,8 @@ fn view<S: Stream>(s: &mut S, yaw: &mut u16, pitch: &mut i16) -> Result<(), Code
     Ok(())
 }
 
-/// The view against a reference view: one bit when unchanged, else each angle's wrapping change (a turn of a few
-/// degrees costs a few bits, not the angle's sixteen).
+/// The view against a reference view: one bit when unchanged, else the yaw's wrapping change (a turn of a few
+/// degrees costs a few bits, not the angle's sixteen) and, when the pitch changed too, its wrapping change.
 fn view_residual<S: Stream>(
     s: &mut S,
     yaw: &mut u16,
@@ -134,14 +142,19 @@ fn view_residual<S: Stream>(
             i32::from(i16::MIN),
             i32::from(i16::MAX),
         )?;
-        let mut dp = i32::from(a.1.wrapping_sub(reference.1));
-        s.int(
-            PITCH_CHANGE,
-            &mut dp,
-            i32::from(i16::MIN),
-            i32::from(i16::MAX),
-        )?;
         a.0 = reference.0.wrapping_add(dy as i16 as u16);
+        let mut pitch_changed = a.1 != reference.1;
+        s.bool(PITCH_CHANGED, &mut pitch_changed)?;
+        let mut dp = 0;
+        if pitch_changed {
+            dp = i32::from(a.1.wrapping_sub(reference.1));
+            s.int(
+                PITCH_CHANGE,
+                &mut dp,
+                i32::from(i16::MIN),
+                i32::from(i16::MAX),
+            )?;
+        }
         a.1 = reference.1.wrapping_add(dp as i16);
         Ok(())
     })?;
@@ -409,6 +422,7 @@ pub struct Snapshot {
     pub events: Vec<GameEvent>,
 }
 
+/// One entry through the codec's delta paths (cubes: unchanged, predicted, residual or whole).
 fn entry<S: Stream, T: DeltaState>(
     s: &mut S,
     config: &T::Config,
@@ -421,6 +435,37 @@ fn entry<S: Stream, T: DeltaState>(
         plan(config, value, baseline, None)?.path
     };
     serialize_entry(s, config, value, &mut path, baseline, None)
+}
+
+/// One player entry (players have no prediction): against a baseline, one flag when unchanged, else a flag
+/// choosing the residual or the whole state, whichever the encoder's plan finds smaller; without one, whole.
+/// Flags rather than the codec's path tag: two cheap decisions where a tag costs a coded integer.
+fn player_entry<S: Stream, T: DeltaState<Config = ()>>(
+    s: &mut S,
+    value: &mut T,
+    baseline: Option<&T>,
+) -> Result<(), CodecError> {
+    let Some(base) = baseline else {
+        return T::serialize_absolute(s, &(), value);
+    };
+    let path = if S::READING {
+        DeltaPath::Absolute
+    } else {
+        plan(&(), value, baseline, None)?.path
+    };
+    let mut unchanged = path == DeltaPath::Unchanged;
+    s.bool(CHANGED, &mut unchanged)?;
+    if unchanged {
+        *value = *base;
+        return Ok(());
+    }
+    let mut whole = path == DeltaPath::Absolute;
+    s.bool(PATH, &mut whole)?;
+    if whole {
+        T::serialize_absolute(s, &(), value)
+    } else {
+        T::serialize_residual(s, &(), value, base)
+    }
 }
 
 /// Writes `snapshot` as the body of a snapshot datagram, coded against `baseline` (a snapshot the client
@@ -578,39 +623,104 @@ fn serialize_body<S: Stream>(
     serialize_rest(s, cube_config, v, baseline)
 }
 
+/// True when `v`'s header fields are what they were in `base`, `offset` ticks earlier: same phase counting down,
+/// same roster.
+fn header_follows(v: &Snapshot, base: &Snapshot, offset: u32) -> bool {
+    v.phase == base.phase
+        && u32::from(v.phase_ticks_left) == u32::from(base.phase_ticks_left).saturating_sub(offset)
+        && v.roster_version == base.roster_version
+}
+
+/// True when every cube of `v` is sent fresh and unchanged from what `base` holds of it.
+fn cubes_kept(v: &Snapshot, base: &Snapshot) -> bool {
+    v.cubes.len() == base.cubes.len()
+        && v.cubes
+            .iter()
+            .zip(&base.cubes)
+            .all(|(c, b)| matches!((c, b.known()), (Sighting::Fresh(c), Some(b)) if c == b))
+}
+
 fn serialize_rest<S: Stream>(
     s: &mut S,
     cube_config: &StateConfig,
     v: &mut Snapshot,
     baseline: Option<&Snapshot>,
 ) -> Result<(), WireError> {
-    let mut phase = v.phase as i32;
-    s.int(PHASE, &mut phase, 0, 3)?;
-    v.phase = MatchPhase::from_i32(phase);
-    s.u16(COUNTER, &mut v.phase_ticks_left)?;
+    let offset = baseline.map_or(0, |b| v.tick.wrapping_sub(b.tick));
+    let mut follows = baseline.is_some_and(|b| header_follows(v, b, offset));
+    if baseline.is_some() {
+        s.bool(HEADER_FOLLOWS, &mut follows)?;
+    }
+    match baseline {
+        Some(b) if follows => {
+            v.phase = b.phase;
+            v.phase_ticks_left = b.phase_ticks_left.saturating_sub(offset.min(65_535) as u16);
+            v.roster_version = b.roster_version;
+        }
+        _ => {
+            let mut phase = v.phase as i32;
+            s.int(PHASE, &mut phase, 0, 3)?;
+            v.phase = MatchPhase::from_i32(phase);
+            s.u16(COUNTER, &mut v.phase_ticks_left)?;
+            s.u8(COUNTER, &mut v.roster_version)?;
+        }
+    }
     let mut fill = i32::from(v.input_fill.min(63));
     s.int(FILL, &mut fill, 0, 63)?;
     v.input_fill = fill as u8;
-    wire::u32_full(s, TICK, &mut v.last_input_tick)?;
-    s.u8(COUNTER, &mut v.roster_version)?;
-    let mut slot = i32::from(v.local_slot.0);
-    s.int(SLOT, &mut slot, 0, MAX_SLOTS as i32 - 1)?;
-    v.local_slot = PlayerId(slot as u8);
-    entry(s, &(), &mut v.local, baseline.map(|b| &b.local))?;
+    // The client's newest input runs a steady lead ahead of the snapshot's tick: one flag while it holds.
+    let lead = |snap: &Snapshot| snap.last_input_tick.wrapping_sub(snap.tick);
+    let mut same_lead = baseline.is_some_and(|b| lead(b) == lead(v));
+    if baseline.is_some() {
+        s.bool(CHANGED, &mut same_lead)?;
+    }
+    match baseline {
+        Some(b) if same_lead => v.last_input_tick = v.tick.wrapping_add(lead(b)),
+        _ => wire::u32_full(s, TICK, &mut v.last_input_tick)?,
+    }
+    match baseline {
+        // A baseline is only ever a snapshot of the same client.
+        Some(b) => v.local_slot = b.local_slot,
+        None => {
+            let mut slot = i32::from(v.local_slot.0);
+            s.int(SLOT, &mut slot, 0, MAX_SLOTS as i32 - 1)?;
+            v.local_slot = PlayerId(slot as u8);
+        }
+    }
+    player_entry(s, &mut v.local, baseline.map(|b| &b.local))?;
     for (i, remote) in v.remotes.iter_mut().enumerate() {
         let base = baseline.and_then(|b| b.remotes[i].known());
-        sighting(s, &(), remote, base)?;
+        sighting(s, remote, base, |s, value, base| {
+            player_entry(s, value, base)
+        })?;
     }
-    let mut count = v.cubes.len() as u32;
-    s.count(COUNT, &mut count, MAX_CUBES as u32)?;
-    if S::READING {
-        v.cubes = vec![Sighting::Hidden; count as usize];
+    let mut kept = baseline.is_some_and(|b| cubes_kept(v, b));
+    if baseline.is_some() {
+        s.bool(CUBES_KEPT, &mut kept)?;
     }
-    for (i, cube) in v.cubes.iter_mut().enumerate() {
-        let base = baseline
-            .and_then(|b| b.cubes.get(i))
-            .and_then(Sighting::known);
-        sighting(s, cube_config, cube, base)?;
+    match baseline {
+        Some(b) if kept => {
+            v.cubes = b
+                .cubes
+                .iter()
+                .map(|c| c.known().map_or(Sighting::Hidden, |c| Sighting::Fresh(*c)))
+                .collect();
+        }
+        _ => {
+            let mut count = v.cubes.len() as u32;
+            s.count(COUNT, &mut count, MAX_CUBES as u32)?;
+            if S::READING {
+                v.cubes = vec![Sighting::Hidden; count as usize];
+            }
+            for (i, cube) in v.cubes.iter_mut().enumerate() {
+                let base = baseline
+                    .and_then(|b| b.cubes.get(i))
+                    .and_then(Sighting::known);
+                sighting(s, cube, base, |s, value, base| {
+                    entry(s, cube_config, value, base)
+                })?;
+            }
+        }
     }
     serialize_events(s, v.tick, &mut v.events)?;
     Ok(())
@@ -625,8 +735,15 @@ pub fn fresh_bits<T: DeltaState + Copy + Default>(
 ) -> u64 {
     let mut fresh = physync_codec::MeasureStream::new();
     let mut held = physync_codec::MeasureStream::new();
-    let sent = sighting(&mut fresh, config, &mut Sighting::Fresh(*value), baseline);
-    let kept = sighting(&mut held, config, &mut Sighting::Held(None), baseline);
+    let mut body =
+        |s: &mut physync_codec::MeasureStream, v: &mut T, b: Option<&T>| entry(s, config, v, b);
+    let sent = sighting(
+        &mut fresh,
+        &mut Sighting::Fresh(*value),
+        baseline,
+        &mut body,
+    );
+    let kept = sighting(&mut held, &mut Sighting::Held(None), baseline, &mut body);
     match (sent, kept) {
         (Ok(()), Ok(())) => fresh.bits_counted().saturating_sub(held.bits_counted()),
         _ => u64::MAX / 4,
@@ -655,26 +772,28 @@ pub fn measure_snapshot(
     Ok(measure.bits_counted())
 }
 
-fn sighting<S: Stream, T: DeltaState + Copy + Default>(
+/// Whether an entity is seen (one flag: hidden ones cost nothing more), then whether it is sent fresh, then its
+/// entry through `body`.
+fn sighting<S: Stream, T: Copy + Default>(
     s: &mut S,
-    config: &T::Config,
     value: &mut Sighting<T>,
     baseline: Option<&T>,
+    mut body: impl FnMut(&mut S, &mut T, Option<&T>) -> Result<(), CodecError>,
 ) -> Result<(), CodecError> {
-    let mut tag = match value {
-        Sighting::Hidden => 0,
-        Sighting::Fresh(_) => 1,
-        Sighting::Held(_) => 2,
-    };
-    s.int(SIGHT, &mut tag, 0, 2)?;
-    *value = match tag {
-        0 => Sighting::Hidden,
-        1 => {
-            let mut v = value.fresh().copied().unwrap_or_default();
-            entry(s, config, &mut v, baseline)?;
-            Sighting::Fresh(v)
-        }
-        _ => Sighting::Held(baseline.copied()),
+    let mut seen = value.is_seen();
+    s.bool(SEEN, &mut seen)?;
+    if !seen {
+        *value = Sighting::Hidden;
+        return Ok(());
+    }
+    let mut fresh = value.fresh().is_some();
+    s.bool(FRESH, &mut fresh)?;
+    *value = if fresh {
+        let mut v = value.fresh().copied().unwrap_or_default();
+        body(s, &mut v, baseline)?;
+        Sighting::Fresh(v)
+    } else {
+        Sighting::Held(baseline.copied())
     };
     Ok(())
 }
@@ -754,6 +873,50 @@ mod tests {
             let mut read = RemotePlayerSnap::default();
             RemotePlayerSnap::serialize_residual(&mut r, &(), &mut read, &reference).unwrap();
             assert_eq!(read, value);
+        }
+    }
+
+    /// Residuals against a reference whose fields differ from a reader's fresh value: each part the residual may
+    /// leave out (an unmoved axis, an unturned angle) must come from the reference, in both back ends.
+    #[test]
+    fn residuals_that_leave_parts_out_take_them_from_the_reference() {
+        let base = RemotePlayerSnap {
+            position: [100, 200, 300],
+            yaw: 65_500,
+            pitch: -30,
+            alive: true,
+            score: ScoreLine::default(),
+        };
+        for (dx, dy, dz, dyaw, dpitch) in [
+            (0, 0, 0, 0, 0),
+            (5, 0, -3, 0, 0),
+            (0, 7, 0, 0, 0),
+            (0, 0, 0, 40, 0),
+            (0, 0, 0, 0, 9),
+            (-600, 1, 2, 300, -4),
+        ] {
+            let value = RemotePlayerSnap {
+                position: [100 + dx, 200 + dy, 300 + dz],
+                yaw: base.yaw.wrapping_add(dyaw),
+                pitch: base.pitch + dpitch,
+                ..base
+            };
+            let mut w = BitWriteStream::new();
+            let mut v = value;
+            RemotePlayerSnap::serialize_residual(&mut w, &(), &mut v, &base).unwrap();
+            let bytes = w.finish();
+            let mut read = RemotePlayerSnap::default();
+            let mut r = BitReadStream::new(&bytes);
+            RemotePlayerSnap::serialize_residual(&mut r, &(), &mut read, &base).unwrap();
+            assert_eq!(read, value, "bit-packed");
+            let mut w = physync_codec::arith::ArithWriteStream::new();
+            let mut v = value;
+            RemotePlayerSnap::serialize_residual(&mut w, &(), &mut v, &base).unwrap();
+            let bytes = w.finish();
+            let mut read = RemotePlayerSnap::default();
+            let mut r = physync_codec::arith::ArithReadStream::new(&bytes).unwrap();
+            RemotePlayerSnap::serialize_residual(&mut r, &(), &mut read, &base).unwrap();
+            assert_eq!(read, value, "range-coded");
         }
     }
 
