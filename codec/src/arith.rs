@@ -9,7 +9,7 @@
 //! independently of each other; a model is reset when a stream first uses it, so starting a stream costs
 //! nothing.
 //!
-//! A fresh model starts from a trained probability (the table in [`crate::priors`], measured offline on recorded
+//! A fresh model starts from a trained probability (the table in `codec/src/priors.rs`, measured offline on recorded
 //! katamari frames and shared by both ends as a constant), so a datagram does not spend its first decisions of
 //! every context learning what every datagram looks like; models the recording never used start at even odds.
 
@@ -327,7 +327,7 @@ impl FieldCosts {
 
     /// Starting probabilities learned from the decisions tallied: `(model, probability of 0 out of 4096)` for
     /// every model of a codec context (ids below 64) that coded at least `min_uses` decisions, by the rule of
-    /// succession. The table in [`crate::priors`] is this, from a recorded run.
+    /// succession. The table in `codec/src/priors.rs` is this, from a recorded run.
     pub fn trained_priors(&self, min_uses: u32) -> Vec<(u16, u16)> {
         let codec_models = 64 * PER_CTX;
         self.uses
