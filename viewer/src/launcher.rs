@@ -31,6 +31,8 @@ pub struct HostConfig {
     pub scene: SceneSpec,
     /// Players allowed in the session, the host included.
     pub max_players: u8,
+    /// The code a guest must give to join (`physync-guest --join-code`), or none for an open session.
+    pub join_code: Option<String>,
 }
 
 /// What the start screen's Join form asks for, already validated.
@@ -112,15 +114,18 @@ impl SessionLauncher for CoreLauncher {
         let driver = bind_peer_host(
             (Ipv4Addr::UNSPECIFIED, config.port),
             self.driver_config(),
-            None,
+            config.join_code.clone(),
         )
         .map_err(|e| LaunchError::Socket(format!("UDP port {}: {e}", config.port)))?;
-        let title = format!(
+        let mut title = format!(
             "Hosting '{}' on UDP port {} — up to {} players",
             config.scene.name,
             driver.local_addr().port(),
             config.max_players
         );
+        if let Some(code) = &config.join_code {
+            title.push_str(&format!(" — join code {code}"));
+        }
         let session = LiveSession::new(core, driver, title, self.rng.random())
             .map_err(|e| LaunchError::Thread(e.to_string()))?;
         Ok(Box::new(session))

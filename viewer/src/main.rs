@@ -89,6 +89,7 @@ fn screenshot_app(
             port: 0,
             scene,
             max_players: 4,
+            join_code: None,
         })
         .map_err(|e| e.to_string())?;
     for kind in BotKind::ALL {

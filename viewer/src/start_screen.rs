@@ -5,6 +5,7 @@ use egui::{Color32, ComboBox, DragValue, Frame, RichText, TextEdit, Ui};
 use crate::input::{check_port_free, parse_address, parse_port};
 use crate::launcher::{HostConfig, JoinConfig};
 use crate::shooter::form::{DedicatedConfig, DedicatedForm};
+use physync_engine::connection::new_join_code;
 use physync_engine::world::avatar::MAX_PLAYERS;
 use physync_engine::world::scene::SceneKind;
 use physync_engine::world::scene_file::load_scene;
@@ -34,6 +35,8 @@ pub struct StartScreen {
     pub scene_file: String,
     /// Maximum number of players, host included.
     pub max_players: u8,
+    /// Text of the Host form's join-code field: the code guests must give, or empty for an open session.
+    pub host_join_code: String,
     /// Text of the join-address field.
     pub join_address: String,
     /// Text of the join-code field: the code the host shows, or empty when it asks for none.
@@ -55,6 +58,7 @@ impl Default for StartScreen {
             scene: SceneKind::Table,
             scene_file: String::new(),
             max_players: 4,
+            host_join_code: String::new(),
             join_address: "127.0.0.1:40000".into(),
             join_code: String::new(),
             host_error: None,
@@ -77,6 +81,12 @@ fn section(ui: &mut Ui, add_contents: impl FnOnce(&mut Ui)) {
     ui.add_space(8.0);
 }
 
+/// A join-code field's text without surrounding blanks; `None` when nothing is left.
+fn trimmed_code(text: &str) -> Option<String> {
+    let code = text.trim();
+    (!code.is_empty()).then(|| code.to_owned())
+}
+
 /// Smallest and largest session size offered (the VR sample's sessions had 4 players, the cores' limit).
 const PLAYER_RANGE: std::ops::RangeInclusive<u8> = 2..=MAX_PLAYERS as u8;
 
@@ -93,15 +103,17 @@ impl StartScreen {
             port,
             scene,
             max_players: self.max_players,
+            join_code: trimmed_code(&self.host_join_code),
         }))
     }
 
     /// Validate the Join form.
     pub fn join_action(&self) -> Result<StartAction, String> {
         let address = parse_address(&self.join_address).map_err(|e| e.to_string())?;
-        let code = self.join_code.trim();
-        let join_code = (!code.is_empty()).then(|| code.to_owned());
-        Ok(StartAction::Join(JoinConfig { address, join_code }))
+        Ok(StartAction::Join(JoinConfig {
+            address,
+            join_code: trimmed_code(&self.join_code),
+        }))
     }
 
     /// Draw the screen; returns the validated action when a button was pressed with good input.
@@ -160,6 +172,18 @@ impl StartScreen {
                 let label = ui.label("Max players");
                 ui.add(DragValue::new(&mut self.max_players).range(PLAYER_RANGE))
                     .labelled_by(label.id);
+            });
+            ui.horizontal(|ui| {
+                let label = ui.label("Require join code");
+                ui.add(
+                    TextEdit::singleline(&mut self.host_join_code)
+                        .hint_text("none")
+                        .desired_width(120.0),
+                )
+                .labelled_by(label.id);
+                if ui.button("New code").clicked() {
+                    self.host_join_code = new_join_code();
+                }
             });
             if ui.button("Host").clicked() {
                 match self.host_action() {

@@ -331,6 +331,7 @@ fn host_on(
             port,
             scene: scene.spec(),
             max_players,
+            join_code: None,
         })
         .unwrap()
 }
@@ -451,5 +452,30 @@ fn a_guest_leaving_through_a_lossy_link_is_let_go_by_the_host_before_its_timeout
         left.elapsed() < Duration::from_secs(3),
         "the host heard the leave only after {:?}: it timed the guest out (5 s) instead",
         left.elapsed()
+    );
+}
+
+#[test]
+fn a_host_that_requires_a_join_code_lets_in_a_guest_that_gives_it() {
+    let mut launcher = CoreLauncher::new(9);
+    let port = free_port();
+    let mut host = launcher
+        .host(&HostConfig {
+            port,
+            scene: SceneKind::Table.spec(),
+            max_players: 4,
+            join_code: Some("K7QZ-M4PX".into()),
+        })
+        .unwrap();
+    let mut guest = launcher
+        .join(&JoinConfig {
+            address: ([127, 0, 0, 1], port).into(),
+            join_code: Some("K7QZ-M4PX".into()),
+        })
+        .unwrap();
+    pump_until(
+        &mut [host.as_mut(), guest.as_mut()],
+        "the guest with the code joins",
+        |hs| hs[0].players().len() == 2 && hs[1].status() == SessionStatus::Running,
     );
 }

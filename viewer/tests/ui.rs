@@ -66,12 +66,13 @@ fn a_port_in_use_shows_an_error() {
     );
 }
 
-/// A launcher that records what the Join form asked for and starts nothing.
-struct RecordingLauncher(Arc<Mutex<Vec<JoinConfig>>>);
+/// A launcher that records what the Join and Host forms asked for and starts nothing.
+struct RecordingLauncher(Arc<Mutex<Vec<JoinConfig>>>, Arc<Mutex<Vec<HostConfig>>>);
 
 impl SessionLauncher for RecordingLauncher {
-    fn host(&mut self, _config: &HostConfig) -> Result<Box<dyn SessionHandle>, LaunchError> {
-        Err(LaunchError::Socket("not hosting in this test".into()))
+    fn host(&mut self, config: &HostConfig) -> Result<Box<dyn SessionHandle>, LaunchError> {
+        self.1.lock().unwrap().push(config.clone());
+        Err(LaunchError::Socket("recorded by the test".into()))
     }
     fn join(&mut self, config: &JoinConfig) -> Result<Box<dyn SessionHandle>, LaunchError> {
         self.0.lock().unwrap().push(config.clone());
@@ -82,9 +83,10 @@ impl SessionLauncher for RecordingLauncher {
 #[test]
 fn the_join_code_typed_on_the_join_form_reaches_the_guest() {
     let joins = Arc::new(Mutex::new(Vec::new()));
-    let mut h = harness(ViewerApp::new(Box::new(RecordingLauncher(Arc::clone(
-        &joins,
-    )))));
+    let mut h = harness(ViewerApp::new(Box::new(RecordingLauncher(
+        Arc::clone(&joins),
+        Arc::default(),
+    ))));
     set_field(&mut h, "Host address", "127.0.0.1:40000");
     click_button(&mut h, "Join");
     set_field(&mut h, "Join code", "  K7QZ-M4PX ");
@@ -93,4 +95,26 @@ fn the_join_code_typed_on_the_join_form_reaches_the_guest() {
     let codes: Vec<Option<&str>> = joins.iter().map(|j| j.join_code.as_deref()).collect();
     assert_eq!(codes, [None, Some("K7QZ-M4PX")]);
     assert_eq!(joins[1].address, ([127, 0, 0, 1], 40000).into());
+}
+
+#[test]
+fn the_join_code_typed_on_the_host_form_reaches_the_host() {
+    let hosts = Arc::new(Mutex::new(Vec::new()));
+    let mut h = harness(ViewerApp::new(Box::new(RecordingLauncher(
+        Arc::default(),
+        Arc::clone(&hosts),
+    ))));
+    let port = std::net::UdpSocket::bind("0.0.0.0:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    set_field(&mut h, "Listen port", &port.to_string());
+    click_button(&mut h, "Host");
+    set_field(&mut h, "Require join code", " K7QZ-M4PX  ");
+    click_button(&mut h, "Host");
+    let hosts = hosts.lock().unwrap();
+    let codes: Vec<Option<&str>> = hosts.iter().map(|c| c.join_code.as_deref()).collect();
+    assert_eq!(codes, [None, Some("K7QZ-M4PX")]);
+    assert_eq!(hosts[1].port, port);
 }
