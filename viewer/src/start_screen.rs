@@ -81,6 +81,17 @@ fn section(ui: &mut Ui, add_contents: impl FnOnce(&mut Ui)) {
     ui.add_space(8.0);
 }
 
+/// A labelled join-code text field, empty meaning no code.
+fn code_field(ui: &mut Ui, label: &str, text: &mut String) {
+    let label = ui.label(label);
+    ui.add(
+        TextEdit::singleline(text)
+            .hint_text("none")
+            .desired_width(120.0),
+    )
+    .labelled_by(label.id);
+}
+
 /// A join-code field's text without surrounding blanks; `None` when nothing is left.
 fn trimmed_code(text: &str) -> Option<String> {
     let code = text.trim();
@@ -174,13 +185,7 @@ impl StartScreen {
                     .labelled_by(label.id);
             });
             ui.horizontal(|ui| {
-                let label = ui.label("Require join code");
-                ui.add(
-                    TextEdit::singleline(&mut self.host_join_code)
-                        .hint_text("none")
-                        .desired_width(120.0),
-                )
-                .labelled_by(label.id);
+                code_field(ui, "Require join code", &mut self.host_join_code);
                 if ui.button("New code").clicked() {
                     self.host_join_code = new_join_code();
                 }
@@ -203,15 +208,7 @@ impl StartScreen {
                 ui.add(TextEdit::singleline(&mut self.join_address).desired_width(200.0))
                     .labelled_by(label.id);
             });
-            ui.horizontal(|ui| {
-                let label = ui.label("Join code");
-                ui.add(
-                    TextEdit::singleline(&mut self.join_code)
-                        .hint_text("none")
-                        .desired_width(120.0),
-                )
-                .labelled_by(label.id);
-            });
+            ui.horizontal(|ui| code_field(ui, "Join code", &mut self.join_code));
             if ui.button("Join").clicked() {
                 match self.join_action() {
                     Ok(a) => action = Some(a),

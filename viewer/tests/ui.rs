@@ -67,7 +67,15 @@ fn a_port_in_use_shows_an_error() {
 }
 
 /// A launcher that records what the Join and Host forms asked for and starts nothing.
+#[derive(Default, Clone)]
 struct RecordingLauncher(Arc<Mutex<Vec<JoinConfig>>>, Arc<Mutex<Vec<HostConfig>>>);
+
+/// A viewer over a recording launcher, and the launcher's records.
+fn recording_viewer() -> (Harness<'static, ViewerApp>, RecordingLauncher) {
+    let launcher = RecordingLauncher::default();
+    let h = harness(ViewerApp::new(Box::new(launcher.clone())));
+    (h, launcher)
+}
 
 impl SessionLauncher for RecordingLauncher {
     fn host(&mut self, config: &HostConfig) -> Result<Box<dyn SessionHandle>, LaunchError> {
@@ -82,16 +90,12 @@ impl SessionLauncher for RecordingLauncher {
 
 #[test]
 fn the_join_code_typed_on_the_join_form_reaches_the_guest() {
-    let joins = Arc::new(Mutex::new(Vec::new()));
-    let mut h = harness(ViewerApp::new(Box::new(RecordingLauncher(
-        Arc::clone(&joins),
-        Arc::default(),
-    ))));
+    let (mut h, records) = recording_viewer();
     set_field(&mut h, "Host address", "127.0.0.1:40000");
     click_button(&mut h, "Join");
     set_field(&mut h, "Join code", "  K7QZ-M4PX ");
     click_button(&mut h, "Join");
-    let joins = joins.lock().unwrap();
+    let joins = records.0.lock().unwrap();
     let codes: Vec<Option<&str>> = joins.iter().map(|j| j.join_code.as_deref()).collect();
     assert_eq!(codes, [None, Some("K7QZ-M4PX")]);
     assert_eq!(joins[1].address, ([127, 0, 0, 1], 40000).into());
@@ -99,11 +103,7 @@ fn the_join_code_typed_on_the_join_form_reaches_the_guest() {
 
 #[test]
 fn the_join_code_typed_on_the_host_form_reaches_the_host() {
-    let hosts = Arc::new(Mutex::new(Vec::new()));
-    let mut h = harness(ViewerApp::new(Box::new(RecordingLauncher(
-        Arc::default(),
-        Arc::clone(&hosts),
-    ))));
+    let (mut h, records) = recording_viewer();
     let port = std::net::UdpSocket::bind("0.0.0.0:0")
         .unwrap()
         .local_addr()
@@ -113,7 +113,7 @@ fn the_join_code_typed_on_the_host_form_reaches_the_host() {
     click_button(&mut h, "Host");
     set_field(&mut h, "Require join code", " K7QZ-M4PX  ");
     click_button(&mut h, "Host");
-    let hosts = hosts.lock().unwrap();
+    let hosts = records.1.lock().unwrap();
     let codes: Vec<Option<&str>> = hosts.iter().map(|c| c.join_code.as_deref()).collect();
     assert_eq!(codes, [None, Some("K7QZ-M4PX")]);
     assert_eq!(hosts[1].port, port);

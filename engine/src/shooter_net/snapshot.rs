@@ -841,15 +841,35 @@ mod tests {
         (bytes.len(), decoded)
     }
 
-    #[test]
-    fn a_small_turn_costs_a_few_bits_and_turns_wrap() {
-        let base = RemotePlayerSnap {
+    /// A remote player whose yaw sits just below the wrap, the reference of the residual tests.
+    fn facing_across_the_yaw_wrap() -> RemotePlayerSnap {
+        RemotePlayerSnap {
             position: [100, 200, 300],
             yaw: 65_500,
             pitch: -30,
             alive: true,
             score: ScoreLine::default(),
-        };
+        }
+    }
+
+    /// `value` coded as a bit-packed residual against `reference` and read back.
+    fn bitpacked_residual_round_trip(
+        value: RemotePlayerSnap,
+        reference: &RemotePlayerSnap,
+    ) -> RemotePlayerSnap {
+        let mut w = BitWriteStream::new();
+        let mut v = value;
+        RemotePlayerSnap::serialize_residual(&mut w, &(), &mut v, reference).unwrap();
+        let bytes = w.finish();
+        let mut r = BitReadStream::new(&bytes);
+        let mut read = RemotePlayerSnap::default();
+        RemotePlayerSnap::serialize_residual(&mut r, &(), &mut read, reference).unwrap();
+        read
+    }
+
+    #[test]
+    fn a_small_turn_costs_a_few_bits_and_turns_wrap() {
+        let base = facing_across_the_yaw_wrap();
         let turned = RemotePlayerSnap {
             yaw: 40,
             pitch: -25,
@@ -865,14 +885,7 @@ mod tests {
         let bytes = w.finish().len();
         assert!(bytes * 8 <= 40 * 20, "{bytes} bytes for 40 small turns");
         for (value, reference) in [(turned, base), (base, turned)] {
-            let mut w = BitWriteStream::new();
-            let mut v = value;
-            RemotePlayerSnap::serialize_residual(&mut w, &(), &mut v, &reference).unwrap();
-            let bytes = w.finish();
-            let mut r = BitReadStream::new(&bytes);
-            let mut read = RemotePlayerSnap::default();
-            RemotePlayerSnap::serialize_residual(&mut r, &(), &mut read, &reference).unwrap();
-            assert_eq!(read, value);
+            assert_eq!(bitpacked_residual_round_trip(value, &reference), value);
         }
     }
 
@@ -880,13 +893,7 @@ mod tests {
     /// leave out (an unmoved axis, an unturned angle) must come from the reference, in both back ends.
     #[test]
     fn residuals_that_leave_parts_out_take_them_from_the_reference() {
-        let base = RemotePlayerSnap {
-            position: [100, 200, 300],
-            yaw: 65_500,
-            pitch: -30,
-            alive: true,
-            score: ScoreLine::default(),
-        };
+        let base = facing_across_the_yaw_wrap();
         for (dx, dy, dz, dyaw, dpitch) in [
             (0, 0, 0, 0, 0),
             (5, 0, -3, 0, 0),
@@ -901,14 +908,11 @@ mod tests {
                 pitch: base.pitch + dpitch,
                 ..base
             };
-            let mut w = BitWriteStream::new();
-            let mut v = value;
-            RemotePlayerSnap::serialize_residual(&mut w, &(), &mut v, &base).unwrap();
-            let bytes = w.finish();
-            let mut read = RemotePlayerSnap::default();
-            let mut r = BitReadStream::new(&bytes);
-            RemotePlayerSnap::serialize_residual(&mut r, &(), &mut read, &base).unwrap();
-            assert_eq!(read, value, "bit-packed");
+            assert_eq!(
+                bitpacked_residual_round_trip(value, &base),
+                value,
+                "bit-packed"
+            );
             let mut w = physync_codec::arith::ArithWriteStream::new();
             let mut v = value;
             RemotePlayerSnap::serialize_residual(&mut w, &(), &mut v, &base).unwrap();
