@@ -172,6 +172,9 @@ pub struct KillLine {
 const KILL_FEED_LINES: usize = 6;
 /// Event ids remembered to drop the server's repeats.
 const SEEN_EVENT_IDS: usize = 1024;
+/// Most events queued for an application that does not poll them; beyond it the oldest go, counted in
+/// [`ClientStats::dropped_events`], so memory stays bounded.
+pub const MAX_QUEUED_EVENTS: usize = 1024;
 /// Ticks a predicted shot waits for the server's word before it counts as never confirmed.
 const SHOT_JUDGEMENT_TICKS: Tick = 90;
 
@@ -219,10 +222,29 @@ pub struct ClientStats {
     pub reconnects: u64,
     /// Snapshots refused because their tick lies beyond any match's length (a hostile or broken server).
     pub impossible_ticks: u64,
+    /// Events dropped, oldest first, because the application let more than [`MAX_QUEUED_EVENTS`] pile up.
+    pub dropped_events: u64,
     /// Smoothed round-trip time, seconds.
     pub rtt_s: f64,
     /// The predictor's counters (mispredictions, largest correction).
     pub prediction: PredictionStats,
+}
+
+/// Events waiting for the application, at most [`MAX_QUEUED_EVENTS`].
+#[derive(Default)]
+struct EventQueue {
+    queue: VecDeque<ClientEvent>,
+    dropped: u64,
+}
+
+impl EventQueue {
+    fn push(&mut self, event: ClientEvent) {
+        if self.queue.len() == MAX_QUEUED_EVENTS {
+            self.queue.pop_front();
+            self.dropped += 1;
+        }
+        self.queue.push_back(event);
+    }
 }
 
 /// The shooter client, sans IO.
@@ -252,7 +274,7 @@ pub struct ShooterClient {
     extra_delay_ticks: u32,
     input_fill: u8,
     ids: ClientIdAllocator,
-    events: VecDeque<ClientEvent>,
+    events: EventQueue,
     outgoing: VecDeque<Transmit>,
     sequence: u16,
     last_heard: Duration,
@@ -311,7 +333,7 @@ impl ShooterClient {
             extra_delay_ticks: 0,
             input_fill: 0,
             ids: ClientIdAllocator::default(),
-            events: VecDeque::new(),
+            events: EventQueue::default(),
             outgoing: VecDeque::new(),
             sequence: 0,
             last_heard: now,
@@ -426,6 +448,7 @@ impl ShooterClient {
     pub fn stats(&self) -> ClientStats {
         let mut s = self.stats;
         s.rtt_s = self.rtt.map_or(0.0, |r| r.as_secs_f64());
+        s.dropped_events = self.events.dropped;
         if let Some(p) = &self.predictor {
             s.prediction.absorb(&p.stats());
         }
@@ -485,7 +508,7 @@ impl ShooterClient {
 
     /// The next event.
     pub fn poll_event(&mut self) -> Option<ClientEvent> {
-        self.events.pop_front()
+        self.events.queue.pop_front()
     }
 
     /// When [`ShooterClient::handle_timeout`] should next run.
@@ -561,13 +584,13 @@ impl ShooterClient {
             }
             Ok(Message::Reject(r)) if self.phase == ClientPhase::Connecting => {
                 self.phase = ClientPhase::Rejected(r);
-                self.events.push_back(ClientEvent::Rejected(r));
+                self.events.push(ClientEvent::Rejected(r));
             }
             Ok(Message::Roster(r)) => self.roster = r,
             Ok(Message::Results(r)) => {
                 if self.results.as_ref() != Some(&r) {
                     self.results = Some(r.clone());
-                    self.events.push_back(ClientEvent::Results(r));
+                    self.events.push(ClientEvent::Results(r));
                 }
             }
             Ok(_) | Err(_) => self.stats.malformed += 1,
@@ -590,7 +613,7 @@ impl ShooterClient {
         self.assembler = Some(MatchDataAssembler::new(accept));
         self.phase = ClientPhase::Loading;
         self.events
-            .push_back(ClientEvent::Accepted(PlayerId(accept.slot)));
+            .push(ClientEvent::Accepted(PlayerId(accept.slot)));
     }
 
     fn try_load(&mut self) {
@@ -674,7 +697,7 @@ impl ShooterClient {
         self.input_fill = snapshot.input_fill;
         if snapshot.phase != self.match_phase {
             self.match_phase = snapshot.phase;
-            self.events.push_back(ClientEvent::Phase(snapshot.phase));
+            self.events.push(ClientEvent::Phase(snapshot.phase));
         }
         self.phase_ticks_left = snapshot.phase_ticks_left;
         if snapshot.roster_version != self.roster.version
@@ -690,7 +713,7 @@ impl ShooterClient {
         {
             let n = snapshot.local.hits.wrapping_sub(previous);
             self.stats.hits_confirmed += u64::from(n);
-            self.events.push_back(ClientEvent::HitConfirmed(n));
+            self.events.push(ClientEvent::HitConfirmed(n));
         }
         self.hits = Some(snapshot.local.hits);
         if let Some(sent) = self.sent_at.get(snapshot.last_input_tick) {
@@ -717,7 +740,7 @@ impl ShooterClient {
                     snapshot.local.state,
                 ));
                 self.phase = ClientPhase::Playing;
-                self.events.push_back(ClientEvent::Started);
+                self.events.push(ClientEvent::Started);
                 self.lead_up(now, tick);
             }
             Some(p) => {
@@ -771,7 +794,7 @@ impl ShooterClient {
                 }
                 EventKind::Shot(shot) => {
                     self.stats.remote_shots_seen += 1;
-                    self.events.push_back(ClientEvent::RemoteShot {
+                    self.events.push(ClientEvent::RemoteShot {
                         tick: event.tick,
                         shot,
                     });
@@ -787,7 +810,7 @@ impl ShooterClient {
                         self.kill_feed.pop_front();
                     }
                     self.kill_feed.push_back(line);
-                    self.events.push_back(ClientEvent::Kill(line));
+                    self.events.push(ClientEvent::Kill(line));
                 }
             }
         }
@@ -882,7 +905,7 @@ impl ShooterClient {
                 || silence > self.config.timeout + self.config.reconnect_for
             {
                 self.phase = ClientPhase::TimedOut;
-                self.events.push_back(ClientEvent::TimedOut);
+                self.events.push(ClientEvent::TimedOut);
                 return;
             }
         }
@@ -923,7 +946,7 @@ impl ShooterClient {
         fresh.stats.reconnects += 1;
         fresh.last_heard = self.last_heard;
         fresh.events = std::mem::take(&mut self.events);
-        fresh.events.push_back(ClientEvent::Reconnecting);
+        fresh.events.push(ClientEvent::Reconnecting);
         *self = fresh;
     }
 
@@ -987,7 +1010,7 @@ impl ShooterClient {
             };
             self.stats.shots_predicted += 1;
             self.own_shots.insert(tick, predicted_hit.map(|h| h.player));
-            self.events.push_back(ClientEvent::Shot(shot));
+            self.events.push(ClientEvent::Shot(shot));
         }
         let commands: Vec<InputCommand> = (0..=self.config.redundancy as u32)
             .map_while(|back| {
@@ -1021,7 +1044,9 @@ mod tests {
     use super::*;
     use nalgebra::Point3;
     use physync_engine::shooter::{ArenaMap, GameRules};
+    use physync_engine::shooter_net::GameEvent;
     use physync_engine::shooter_net::LocalPlayerSnap;
+    use physync_engine::shooter_net::events::MAX_EVENTS;
     use physync_engine::shooter_net::match_data::{chunks, data_hash};
     use physync_engine::shooter_net::snapshot::write_snapshot;
     use physync_engine::shooter_net::wire::{read_packet, write_packet};
@@ -1087,6 +1112,10 @@ mod tests {
     }
 
     fn snapshot_datagram(tick: Tick, state: PlayerState) -> Vec<u8> {
+        snapshot_with_events(tick, state, Vec::new())
+    }
+
+    fn snapshot_with_events(tick: Tick, state: PlayerState, events: Vec<GameEvent>) -> Vec<u8> {
         let snapshot = Snapshot {
             tick,
             phase: MatchPhase::Live,
@@ -1095,6 +1124,7 @@ mod tests {
                 state,
                 ..LocalPlayerSnap::default()
             },
+            events,
             ..Snapshot::default()
         };
         write_packet(PacketKind::Snapshot, tick as u16, (0, 0), |s| {
@@ -1119,6 +1149,41 @@ mod tests {
         assert_eq!(c.phase(), ClientPhase::Loading);
         c.handle_datagram(ms(70), server, &snapshot_datagram(100, spawn()));
         assert_eq!(c.phase(), ClientPhase::Playing);
+    }
+
+    #[test]
+    fn an_application_that_never_polls_events_keeps_memory_bounded() {
+        let mut c = loaded_client();
+        let server = c.config.server;
+        let mut id = 0u16;
+        let snapshots = MAX_QUEUED_EVENTS / MAX_EVENTS + 10;
+        for k in 0..snapshots as Tick {
+            let events = (0..MAX_EVENTS)
+                .map(|_| {
+                    id = id.wrapping_add(1);
+                    GameEvent {
+                        id,
+                        tick: 100 + k,
+                        kind: EventKind::Kill {
+                            killer: None,
+                            victim: PlayerId(1),
+                        },
+                    }
+                })
+                .collect();
+            c.handle_datagram(
+                ms(60),
+                server,
+                &snapshot_with_events(100 + k, spawn(), events),
+            );
+        }
+        assert_eq!(c.stats().kills_seen, (snapshots * MAX_EVENTS) as u64);
+        let queued: Vec<ClientEvent> = std::iter::from_fn(|| c.poll_event()).collect();
+        assert_eq!(queued.len(), MAX_QUEUED_EVENTS);
+        assert!(c.stats().dropped_events > 0);
+        // The oldest went first: the newest kill is still there.
+        let newest_tick = 100 + snapshots as Tick - 1;
+        assert!(matches!(queued.last(), Some(ClientEvent::Kill(line)) if line.tick == newest_tick));
     }
 
     #[test]
@@ -1185,6 +1250,6 @@ mod tests {
         c.handle_timeout(Duration::ZERO);
         c.handle_timeout(Duration::from_secs(4));
         assert_eq!(c.phase(), ClientPhase::TimedOut);
-        assert!(c.events.contains(&ClientEvent::TimedOut));
+        assert!(c.events.queue.contains(&ClientEvent::TimedOut));
     }
 }
