@@ -315,7 +315,11 @@ impl<T: Copy> ReceiveHistory<T> {
     pub fn get(&self, id: u16, sequence: u16) -> Option<Baseline<T>> {
         let slots = self.objects.get(usize::from(id))?.as_deref()?;
         let slot = ObjectHistory::<T>::slot(sequence);
-        let tag = slots.held(slot).filter(|t| t.sequence == sequence)?;
+        // A slot's tag names a sequence of the slot only when it holds a state, so equality is enough.
+        let tag = slots.tags[slot];
+        if tag.sequence != sequence {
+            return None;
+        }
         Some(Baseline {
             sequence,
             frame: tag.frame,

@@ -261,23 +261,6 @@ impl<'a> RangeDecoder<'a> {
 
     #[inline(always)]
     fn normalize(&mut self) -> Result<(), CodecError> {
-        if self.range < TOP {
-            self.normalize_bytes()?;
-        }
-        Ok(())
-    }
-
-    /// Takes in the bytes [`RangeDecoder::normalize`] needs (one to three): the two the widest shift after a
-    /// modelled bit can need come in one step while two bytes remain, otherwise a byte at a time, each checked.
-    #[inline(always)]
-    fn normalize_bytes(&mut self) -> Result<(), CodecError> {
-        if self.range < TOP >> 8
-            && let Some(&[a, b]) = self.input.get(self.pos..self.pos + 2)
-        {
-            self.range <<= 16;
-            self.code = (self.code << 16) | (u32::from(a) << 8) | u32::from(b);
-            self.pos += 2;
-        }
         while self.range < TOP {
             self.range <<= 8;
             self.code = (self.code << 8) | u32::from(self.next_byte()?);
