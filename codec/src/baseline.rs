@@ -463,6 +463,19 @@ mod tests {
     }
 
     #[test]
+    fn empty_slots_hold_nothing_at_any_sequence() {
+        // Slots are allocated for the whole window at the first state; the rest must answer no sequence at all.
+        let mut h = ReceiveHistory::<u16>::new(1);
+        h.insert(0, 5, 50, 7);
+        let found: Vec<u16> = (0..=u16::MAX).filter(|&s| h.get(0, s).is_some()).collect();
+        assert_eq!(found, vec![5]);
+        let b = h.get(0, 5).unwrap();
+        assert_eq!((b.sequence, b.frame, b.state), (5, 50, 7));
+        h.forget(0);
+        assert!(h.get(0, 5).is_none());
+    }
+
+    #[test]
     fn history_keeps_the_latest_states() {
         let mut h = ReceiveHistory::<u16>::new(2);
         let window = HISTORY_PER_OBJECT as u16;

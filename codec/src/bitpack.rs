@@ -318,6 +318,40 @@ mod tests {
     }
 
     #[test]
+    fn every_cut_of_a_stream_is_truncated_not_a_panic() {
+        // The reader takes 8 bytes at a time while 8 remain, then single bytes: every cut lands on one path or the
+        // other, and each field read before the cut must still come back right.
+        let fields: Vec<(u32, u32)> = (0..40u32)
+            .map(|i| (i * 7919 % (1 << (1 + i % 20)), 1 + i % 20))
+            .collect();
+        let mut w = BitWriteStream::new();
+        for &(v, n) in &fields {
+            w.bits(C, &mut v.clone(), n).unwrap();
+        }
+        let bytes = w.finish();
+        for cut in 0..bytes.len() {
+            let mut r = BitReadStream::new(&bytes[..cut]);
+            let mut read = 0u64;
+            let mut failed = None;
+            for &(v, n) in &fields {
+                let mut x = 0;
+                match r.bits(C, &mut x, n) {
+                    Ok(()) => {
+                        assert_eq!(x, v, "cut {cut}");
+                        read += u64::from(n);
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            assert_eq!(failed, Some(CodecError::Truncated), "cut {cut}");
+            assert!(read <= cut as u64 * 8);
+        }
+    }
+
+    #[test]
     fn writing_too_wide_a_value_is_invalid() {
         let mut w = BitWriteStream::new();
         assert!(w.bits(C, &mut 8, 3).is_err());
