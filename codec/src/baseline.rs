@@ -217,20 +217,70 @@ fn keep_older<T: Copy>(older: &mut [Option<Baseline<T>>; OLDER_KEPT], state: Bas
 /// The receiver's side: for each object, the states received in the last [`HISTORY_PER_OBJECT`] packet
 /// sequences. Slots are indexed by sequence modulo the window, so a lookup is one comparison, and a packet that
 /// arrives late never evicts a newer one.
+///
+/// Laid out for decoding a datagram, which reads one held state and stores another for each entry at ids spread
+/// over the whole scene: per object, the slots' sequence and frame tags sit together (512 bytes) apart from the
+/// states, and each state starts a 64-byte cache line of its own. A lookup reads one tag line, warm from the
+/// object's recent lookups, and the state's own line; a 64-byte state (a rigid body's) never straddles two.
 #[derive(Debug, Clone)]
 pub struct ReceiveHistory<T> {
-    objects: Vec<Vec<Option<Baseline<T>>>>,
+    objects: Vec<Option<Box<ObjectHistory<T>>>>,
     /// Per object: the newest packet sequence stored. A slot more than the window behind it is stale, however
     /// its 16-bit sequence compares: an object sent now and then keeps some slots untouched for so long that
     /// their sequences read as newer than the one arriving.
     newest: Vec<Option<u16>>,
 }
 
+/// One object's slots. Slot `i` holds a state exactly when its tag's sequence is `i` modulo the window: an empty
+/// slot's tag names a sequence that cannot sit there.
+#[derive(Debug, Clone)]
+struct ObjectHistory<T> {
+    tags: [SlotTag; HISTORY_PER_OBJECT],
+    states: [CacheLine<T>; HISTORY_PER_OBJECT],
+}
+
+/// The packet a slot's state came in and the sender's frame then.
+#[derive(Debug, Clone, Copy)]
+struct SlotTag {
+    sequence: u16,
+    frame: u16,
+}
+
+/// A value aligned to a cache line, so that one of 64 bytes or less is read in one line.
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+struct CacheLine<T>(T);
+
+impl<T: Copy> ObjectHistory<T> {
+    /// Slots that hold nothing, their states filled with `filler`.
+    fn empty(filler: T) -> Box<Self> {
+        Box::new(Self {
+            tags: std::array::from_fn(|i| SlotTag {
+                sequence: (i + 1) as u16,
+                frame: 0,
+            }),
+            states: [CacheLine(filler); HISTORY_PER_OBJECT],
+        })
+    }
+
+    #[inline]
+    fn slot(sequence: u16) -> usize {
+        usize::from(sequence) % HISTORY_PER_OBJECT
+    }
+
+    /// The tag of `slot` if it holds a state.
+    #[inline]
+    fn held(&self, slot: usize) -> Option<SlotTag> {
+        let tag = self.tags[slot];
+        (Self::slot(tag.sequence) == slot).then_some(tag)
+    }
+}
+
 impl<T: Copy> ReceiveHistory<T> {
     /// A history for object ids `0..max_objects` (each object's slots are allocated when it is first received).
     pub fn new(max_objects: u16) -> Self {
         Self {
-            objects: vec![Vec::new(); usize::from(max_objects)],
+            objects: (0..max_objects).map(|_| None).collect(),
             newest: vec![None; usize::from(max_objects)],
         }
     }
@@ -245,36 +295,36 @@ impl<T: Copy> ReceiveHistory<T> {
         ) else {
             return;
         };
-        if slots.is_empty() {
-            slots.resize(HISTORY_PER_OBJECT, None);
-        }
+        let slots = slots.get_or_insert_with(|| ObjectHistory::empty(state));
         if newest.is_none_or(|n| seq_newer(sequence, n)) {
             *newest = Some(sequence);
         }
         let newest = newest.unwrap_or(sequence);
-        let slot = &mut slots[usize::from(sequence) % HISTORY_PER_OBJECT];
-        let stale = |old: &Baseline<T>| {
-            usize::from(newest.wrapping_sub(old.sequence)) >= HISTORY_PER_OBJECT
-        };
-        if slot.is_none_or(|old| {
-            old.sequence == sequence || seq_newer(sequence, old.sequence) || stale(&old)
+        let slot = ObjectHistory::<T>::slot(sequence);
+        let stale = |old: u16| usize::from(newest.wrapping_sub(old)) >= HISTORY_PER_OBJECT;
+        if slots.held(slot).is_none_or(|old| {
+            old.sequence == sequence || seq_newer(sequence, old.sequence) || stale(old.sequence)
         }) {
-            *slot = Some(Baseline {
-                sequence,
-                frame,
-                state,
-            });
+            slots.tags[slot] = SlotTag { sequence, frame };
+            slots.states[slot] = CacheLine(state);
         }
     }
 
     /// The state of object `id` received in packet `sequence`, if still held.
     #[inline]
-    pub fn get(&self, id: u16, sequence: u16) -> Option<&Baseline<T>> {
-        self.objects
-            .get(usize::from(id))?
-            .get(usize::from(sequence) % HISTORY_PER_OBJECT)?
-            .as_ref()
-            .filter(|b| b.sequence == sequence)
+    pub fn get(&self, id: u16, sequence: u16) -> Option<Baseline<T>> {
+        let slots = self.objects.get(usize::from(id))?.as_deref()?;
+        let slot = ObjectHistory::<T>::slot(sequence);
+        // A slot's tag names a sequence of the slot only when it holds a state, so equality is enough.
+        let tag = slots.tags[slot];
+        if tag.sequence != sequence {
+            return None;
+        }
+        Some(Baseline {
+            sequence,
+            frame: tag.frame,
+            state: slots.states[slot].0,
+        })
     }
 
     /// Forgets what was received for object `id`. A 16-bit sequence cannot say how old a held state is once the
@@ -282,7 +332,7 @@ impl<T: Copy> ReceiveHistory<T> {
     /// objects it has not heard of for a long while (ids out of range are ignored).
     pub fn forget(&mut self, id: u16) {
         if let Some(slots) = self.objects.get_mut(usize::from(id)) {
-            slots.clear();
+            *slots = None;
         }
         if let Some(newest) = self.newest.get_mut(usize::from(id)) {
             *newest = None;
@@ -291,7 +341,7 @@ impl<T: Copy> ReceiveHistory<T> {
 
     /// Forgets everything.
     pub fn reset(&mut self) {
-        self.objects.iter_mut().for_each(Vec::clear);
+        self.objects.iter_mut().for_each(|o| *o = None);
         self.newest.iter_mut().for_each(|n| *n = None);
     }
 }
@@ -410,6 +460,19 @@ mod tests {
         assert_eq!(late % HISTORY_PER_OBJECT as u16, 0);
         h.insert(0, late, 0, 3);
         assert_eq!(h.get(0, late).map(|b| b.state), Some(3));
+    }
+
+    #[test]
+    fn empty_slots_hold_nothing_at_any_sequence() {
+        // Slots are allocated for the whole window at the first state; the rest must answer no sequence at all.
+        let mut h = ReceiveHistory::<u16>::new(1);
+        h.insert(0, 5, 50, 7);
+        let found: Vec<u16> = (0..=u16::MAX).filter(|&s| h.get(0, s).is_some()).collect();
+        assert_eq!(found, vec![5]);
+        let b = h.get(0, 5).unwrap();
+        assert_eq!((b.sequence, b.frame, b.state), (5, 50, 7));
+        h.forget(0);
+        assert!(h.get(0, 5).is_none());
     }
 
     #[test]

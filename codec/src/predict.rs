@@ -159,10 +159,11 @@ impl Predictor {
         };
         let components = if self.q_to_component < WIDE_COMPONENTS {
             let factor = div_floor_positive(self.q_to_component << 32, norm);
-            rest.map(|c| {
+            let component = |c: i64| {
                 ((c * sign * factor + (1 << 47)) >> 48).clamp(i64::from(-max), i64::from(max))
                     as i32
-            })
+            };
+            [component(rest[0]), component(rest[1]), component(rest[2])]
         } else {
             // 16 bits a component and more: the factor and the products need 128 bits.
             let factor = (i128::from(self.q_to_component) << 32) / i128::from(norm);
@@ -217,11 +218,13 @@ impl Predictor {
         let round = |x: i64| {
             ((x + (ONE >> 1)) >> FRAC).clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
         };
+        // Spelled out rather than `array::map`, which is not always inlined on this hot path.
+        let round3 = |x: [i64; 3]| [round(x[0]), round(x[1]), round(x[2])];
         BodyState {
-            position: quant.position.clamp(p.map(round)),
+            position: quant.position.clamp(round3(p)),
             rotation,
-            linear_velocity: quant.linear_velocity.clamp(v.map(round)),
-            angular_velocity: quant.angular_velocity.clamp(w.map(round)),
+            linear_velocity: quant.linear_velocity.clamp(round3(v)),
+            angular_velocity: quant.angular_velocity.clamp(round3(w)),
             at_rest: false,
         }
     }

@@ -118,13 +118,16 @@ impl Vec3Quantizer {
     /// Clamps each component into its bounds.
     #[inline]
     pub fn clamp(&self, q: [i32; 3]) -> [i32; 3] {
-        [0, 1, 2].map(|i| self.axes[i].clamp(q[i]))
+        // Spelled out: `array::map` is not always inlined, and this runs for every predicted and decoded state.
+        let [a, b, c] = &self.axes;
+        [a.clamp(q[0]), b.clamp(q[1]), c.clamp(q[2])]
     }
 
     /// True when every component is inside its bounds.
     #[inline]
     pub fn contains(&self, q: [i32; 3]) -> bool {
-        (0..3).all(|i| self.axes[i].contains(q[i]))
+        let [a, b, c] = &self.axes;
+        a.contains(q[0]) && b.contains(q[1]) && c.contains(q[2])
     }
 
     /// Total bits to send one vector as offsets from each axis minimum.
