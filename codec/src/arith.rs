@@ -326,10 +326,10 @@ impl FieldCosts {
     }
 
     /// Starting probabilities learned from the decisions tallied: `(model, probability of 0 out of 4096)` for
-    /// every model of a codec context (ids below 64) that coded at least `min_uses` decisions, by the rule of
+    /// every model of a codec context (ids below [`Ctx::CODEC`]) that coded at least `min_uses` decisions, by the rule of
     /// succession. The table in `codec/src/priors.rs` is this, from a recorded run.
     pub fn trained_priors(&self, min_uses: u32) -> Vec<(u16, u16)> {
-        let codec_models = 64 * PER_CTX;
+        let codec_models = Ctx::CODEC * PER_CTX;
         self.uses
             .iter()
             .enumerate()

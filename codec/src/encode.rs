@@ -213,6 +213,7 @@ fn rotation_residual<S: Stream>(
     quant: &QuantConfig,
     r: &mut QuantizedRotation,
     reference: &QuantizedRotation,
+    ctx: &VecCtx,
 ) -> Result<(), CodecError> {
     let mut same = r.largest == reference.largest;
     s.bool(SAME_LARGEST, &mut same)?;
@@ -246,7 +247,7 @@ fn rotation_residual<S: Stream>(
     r.largest = reference.largest;
     vec_residual(
         s,
-        &ROTATION,
+        ctx,
         ROTATION_BUCKETS,
         &mut r.components,
         &reference.components,
@@ -266,12 +267,17 @@ fn body_residual<S: Stream>(
     config: &StateConfig,
     b: &mut BodyState,
     r: &BodyState,
+    motion: Option<&Motion>,
 ) -> Result<(), CodecError> {
     let quant = &config.quant;
     s.bool(AT_REST, &mut b.at_rest)?;
-    vec_residual(s, &POSITION, POSITION_BUCKETS, &mut b.position, &r.position)?;
+    let (position, rotation) = match motion {
+        Some(m) => (m.position_ctx(), m.rotation_ctx()),
+        None => (POSITION, ROTATION),
+    };
+    vec_residual(s, &position, POSITION_BUCKETS, &mut b.position, &r.position)?;
     check_bounds(&quant.position, &b.position, ABS_POSITION)?;
-    rotation_residual(s, quant, &mut b.rotation, &r.rotation)?;
+    rotation_residual(s, quant, &mut b.rotation, &r.rotation, &rotation)?;
     if config.pose_only {
         velocities_off::<S>(b)?;
     } else if b.at_rest {
@@ -615,6 +621,146 @@ fn extrapolate_pose(
 /// Velocity indices (linear and angular, per component) under which a moving body counts as slow.
 const SLOW_VELOCITY: i32 = 64;
 
+/// An object's residual against `reference`: its body (under contexts of `motion` when given), then its
+/// authority and sequences when they changed.
+#[inline]
+fn object_residual<S: Stream>(
+    s: &mut S,
+    config: &StateConfig,
+    value: &mut ObjectState,
+    reference: &ObjectState,
+    motion: Option<&Motion>,
+) -> Result<(), CodecError> {
+    body_residual(s, config, &mut value.body, &reference.body, motion)?;
+    let mut changed = value.authority != reference.authority
+        || value.authority_seq != reference.authority_seq
+        || value.ownership_seq != reference.ownership_seq;
+    s.bool(META_CHANGED, &mut changed)?;
+    if changed {
+        meta(s, value)
+    } else {
+        value.authority = reference.authority;
+        value.authority_seq = reference.authority_seq;
+        value.ownership_seq = reference.ownership_seq;
+        Ok(())
+    }
+}
+
+/// Classes of how far a prediction moved from its baseline on one position axis or rotation component.
+const MOTION_STEPS: usize = 5;
+
+/// How far a prediction moved from its baseline, per position axis and smallest-three component, as classes of
+/// [`step_class`]: a fast body's prediction misses by more than a creeping one's, so each residual component (and
+/// each bucket tag, by the largest class of its vector) is coded under a context of its class. Both ends know the
+/// baseline and the prediction, so the classes cost nothing.
+#[derive(Debug, Clone, Copy)]
+struct Motion {
+    position: [usize; 3],
+    rotation: [usize; 3],
+}
+
+impl Motion {
+    #[inline]
+    fn between(baseline: &BodyState, prediction: &BodyState) -> Self {
+        let step = |a: i32, b: i32| step_class(i64::from(a) - i64::from(b));
+        let position = [0, 1, 2].map(|i| step(prediction.position[i], baseline.position[i]));
+        let rotation = if prediction.rotation.largest == baseline.rotation.largest {
+            [0, 1, 2].map(|i| {
+                step(
+                    prediction.rotation.components[i],
+                    baseline.rotation.components[i],
+                )
+            })
+        } else {
+            [MOTION_STEPS - 1; 3]
+        };
+        Self { position, rotation }
+    }
+
+    #[inline]
+    fn position_ctx(&self) -> VecCtx {
+        let top = self.position.iter().copied().max().unwrap_or(0);
+        VecCtx {
+            bucket: POSITION_BUCKET_BY_STEP[top],
+            axes: [0, 1, 2].map(|i| POSITION_BY_STEP[self.position[i]][i]),
+        }
+    }
+
+    #[inline]
+    fn rotation_ctx(&self) -> VecCtx {
+        let top = self.rotation.iter().copied().max().unwrap_or(0);
+        VecCtx {
+            bucket: ROTATION_BUCKET_BY_STEP[top],
+            axes: self.rotation.map(|c| ROTATION_BY_STEP[c]),
+        }
+    }
+}
+
+/// 0 for no step, then 1..=3, 4..=15, 16..=63 and more (in quantizer steps).
+#[inline]
+fn step_class(d: i64) -> usize {
+    match d.unsigned_abs() {
+        0 => 0,
+        1..=3 => 1,
+        4..=15 => 2,
+        16..=63 => 3,
+        _ => 4,
+    }
+}
+
+/// The position residual's bucket tag, by the largest class of the predicted step.
+const POSITION_BUCKET_BY_STEP: [Ctx; MOTION_STEPS] = [
+    Ctx::new(64, "position residual bucket, no step"),
+    Ctx::new(65, "position residual bucket, step 1-3"),
+    Ctx::new(66, "position residual bucket, step 4-15"),
+    Ctx::new(67, "position residual bucket, step 16-63"),
+    Ctx::new(68, "position residual bucket, step 64+"),
+];
+/// A position residual component, by the class of the predicted step on its axis, per axis.
+const POSITION_BY_STEP: [[Ctx; 3]; MOTION_STEPS] = [
+    [
+        Ctx::new(69, "position residual x, no step"),
+        Ctx::new(70, "position residual y, no step"),
+        Ctx::new(71, "position residual z, no step"),
+    ],
+    [
+        Ctx::new(72, "position residual x, step 1-3"),
+        Ctx::new(73, "position residual y, step 1-3"),
+        Ctx::new(74, "position residual z, step 1-3"),
+    ],
+    [
+        Ctx::new(75, "position residual x, step 4-15"),
+        Ctx::new(76, "position residual y, step 4-15"),
+        Ctx::new(77, "position residual z, step 4-15"),
+    ],
+    [
+        Ctx::new(78, "position residual x, step 16-63"),
+        Ctx::new(79, "position residual y, step 16-63"),
+        Ctx::new(80, "position residual z, step 16-63"),
+    ],
+    [
+        Ctx::new(81, "position residual x, step 64+"),
+        Ctx::new(82, "position residual y, step 64+"),
+        Ctx::new(83, "position residual z, step 64+"),
+    ],
+];
+/// The rotation residual's bucket tag, by the largest class of the predicted step.
+const ROTATION_BUCKET_BY_STEP: [Ctx; MOTION_STEPS] = [
+    Ctx::new(84, "rotation residual bucket, no step"),
+    Ctx::new(85, "rotation residual bucket, step 1-3"),
+    Ctx::new(86, "rotation residual bucket, step 4-15"),
+    Ctx::new(87, "rotation residual bucket, step 16-63"),
+    Ctx::new(88, "rotation residual bucket, step 64+"),
+];
+/// A rotation residual component, by the class of the predicted step of that component.
+const ROTATION_BY_STEP: [Ctx; MOTION_STEPS] = [
+    Ctx::new(89, "rotation residual, no step"),
+    Ctx::new(90, "rotation residual, step 1-3"),
+    Ctx::new(91, "rotation residual, step 4-15"),
+    Ctx::new(92, "rotation residual, step 16-63"),
+    Ctx::new(93, "rotation residual, step 64+"),
+];
+
 impl DeltaState for ObjectState {
     type Config = StateConfig;
 
@@ -677,19 +823,19 @@ impl DeltaState for ObjectState {
         value: &mut Self,
         reference: &Self,
     ) -> Result<(), CodecError> {
-        body_residual(s, config, &mut value.body, &reference.body)?;
-        let mut changed = value.authority != reference.authority
-            || value.authority_seq != reference.authority_seq
-            || value.ownership_seq != reference.ownership_seq;
-        s.bool(META_CHANGED, &mut changed)?;
-        if changed {
-            meta(s, value)
-        } else {
-            value.authority = reference.authority;
-            value.authority_seq = reference.authority_seq;
-            value.ownership_seq = reference.ownership_seq;
-            Ok(())
-        }
+        object_residual(s, config, value, reference, None)
+    }
+
+    #[inline]
+    fn serialize_prediction_error<S: Stream>(
+        s: &mut S,
+        config: &StateConfig,
+        value: &mut Self,
+        prediction: &Self,
+        baseline: &Self,
+    ) -> Result<(), CodecError> {
+        let motion = Motion::between(&baseline.body, &prediction.body);
+        object_residual(s, config, value, prediction, Some(&motion))
     }
 
     fn serialize_absolute<S: Stream>(
@@ -736,7 +882,7 @@ pub fn pose_residual<S: Stream>(
 ) -> Result<(), CodecError> {
     vec_residual(s, &POSITION, POSITION_BUCKETS, &mut p.position, &r.position)?;
     check_bounds(&quant.position, &p.position, ABS_POSITION)?;
-    rotation_residual(s, quant, &mut p.rotation, &r.rotation)
+    rotation_residual(s, quant, &mut p.rotation, &r.rotation, &ROTATION)
 }
 
 fn held_absolute<S: Stream>(
