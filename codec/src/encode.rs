@@ -430,22 +430,7 @@ fn turned_buckets(quant: &QuantConfig) -> Buckets {
 #[inline]
 fn rotation_as(quant: &QuantConfig, r: &QuantizedRotation, largest: u8) -> [i32; 3] {
     let max = i64::from(quant.rotation.max_component());
-    let sum: i64 = r
-        .components
-        .iter()
-        .map(|&c| i64::from(c) * i64::from(c))
-        .sum();
-    let dropped = ((2 * max * max - sum).max(0) as u64).isqrt() as i64;
-    let mut q = [0i64; 4];
-    let mut k = 0;
-    for (i, slot) in q.iter_mut().enumerate() {
-        if i == usize::from(r.largest & 3) {
-            *slot = dropped;
-        } else {
-            *slot = i64::from(r.components[k]);
-            k += 1;
-        }
-    }
+    let q = rotation_full(quant, r);
     let new = usize::from(largest & 3);
     let sign = if q[new] < 0 { -1 } else { 1 };
     let mut out = [0i32; 3];
@@ -603,16 +588,88 @@ fn extrapolate_pose(
         let p = extrapolate(base.position[i], older.position[i], frames, span);
         out.position[i] = p.clamp(i64::from(axis.min_index), i64::from(axis.max_index)) as i32;
     }
-    if base.rotation.largest == older.rotation.largest {
-        let max = i64::from(quant.rotation.max_component());
-        for i in 0..3 {
-            let c = extrapolate(
-                base.rotation.components[i],
-                older.rotation.components[i],
-                frames,
-                span,
-            );
-            out.rotation.components[i] = c.clamp(-max, max) as i32;
+    out.rotation = extrapolate_rotation(quant, &base.rotation, frames, &older.rotation, span);
+    out
+}
+
+/// A smallest-three rotation as its four components in x, y, z, w order, in the quantizer's steps (a unit
+/// quaternion has length `max·√2`): the dropped component rebuilt as `isqrt(2·max² − Σc²)`.
+#[inline]
+fn rotation_full(quant: &QuantConfig, r: &QuantizedRotation) -> [i64; 4] {
+    let max = i64::from(quant.rotation.max_component());
+    let sum: i64 = r
+        .components
+        .iter()
+        .map(|&c| i64::from(c) * i64::from(c))
+        .sum();
+    let dropped = ((2 * max * max - sum).max(0) as u64).isqrt() as i64;
+    let mut q = [0i64; 4];
+    let mut k = 0;
+    for (i, slot) in q.iter_mut().enumerate() {
+        if i == usize::from(r.largest & 3) {
+            *slot = dropped;
+        } else {
+            *slot = i64::from(r.components.get(k).copied().unwrap_or(0));
+            k += 1;
+        }
+    }
+    q
+}
+
+/// `n / d` rounded to nearest, halves away from zero (`d > 0`).
+#[inline]
+fn div_round(n: i128, d: i128) -> i128 {
+    (2 * n + n.signum() * d) / (2 * d)
+}
+
+/// The rotation `frames` after `base`, continuing the turn from `older` (`span` frames before it) at the same rate,
+/// in integers on the four components: `older` reflected through `base` on the unit sphere (`2(b·o)b − o`, where
+/// the turn lands one span on, exactly), the step toward it scaled by `frames / span`, normalized back to unit
+/// length, and written as smallest-three with whichever component is then largest. A cube tumbling past 90° is
+/// predicted to, instead of going absolute.
+fn extrapolate_rotation(
+    quant: &QuantConfig,
+    base: &QuantizedRotation,
+    frames: u16,
+    older: &QuantizedRotation,
+    span: u16,
+) -> QuantizedRotation {
+    let max = i128::from(quant.rotation.max_component());
+    let unit = 2 * max * max;
+    let b = rotation_full(quant, base).map(i128::from);
+    let mut o = rotation_full(quant, older).map(i128::from);
+    let mut dot: i128 = (0..4).map(|i| b[i] * o[i]).sum();
+    if dot < 0 {
+        o = o.map(|c| -c);
+        dot = -dot;
+    }
+    let (frames, span) = (i128::from(frames), i128::from(span.max(1)));
+    let p: [i128; 4] = [0, 1, 2, 3].map(|i| {
+        let ahead = div_round(2 * dot * b[i], unit) - o[i];
+        b[i] + div_round((ahead - b[i]) * frames, span)
+    });
+    let norm: i128 = p.iter().map(|c| c * c).sum();
+    if norm == 0 {
+        return *base;
+    }
+    let mut largest = 0;
+    for i in 1..4 {
+        if p[i].abs() > p[largest].abs() {
+            largest = i;
+        }
+    }
+    let sign = if p[largest] < 0 { -1 } else { 1 };
+    // The scale back to unit length, in 2^-20 steps.
+    let scale = ((unit << 40) / norm).isqrt() as i128;
+    let mut out = QuantizedRotation {
+        largest: largest as u8,
+        components: [0; 3],
+    };
+    let mut k = 0;
+    for (i, &c) in p.iter().enumerate() {
+        if i != largest {
+            out.components[k] = div_round(sign * c * scale, 1 << 20).clamp(-max, max) as i32;
+            k += 1;
         }
     }
     out
