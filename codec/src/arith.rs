@@ -26,7 +26,9 @@ const SIGN: usize = 1;
 const SMALL: usize = 2;
 const BUCKET: usize = SMALL + 32;
 const MANTISSA: usize = BUCKET + 128;
-const PER_CTX: usize = MANTISSA + 34;
+/// Models per bit length for the bits below the leading one: the first bit, then the second under the first.
+const MANTISSA_MODELS: usize = 3;
+const PER_CTX: usize = MANTISSA + 34 * MANTISSA_MODELS;
 
 /// The model of `node` (1..2^levels) in a tree of depth `levels`: trees of different depths in one context get
 /// separate models, since the same node means a different thing in each.
@@ -528,11 +530,15 @@ impl ArithWriteStream {
             self.bit(c + SIGN, d < 0);
         }
         if k >= 2 {
-            let c = self.models.mantissa(ctx);
-            self.bit(c + MANTISSA + k as usize, (m >> (k - 2)) & 1 != 0);
+            let c = self.models.mantissa(ctx) + MANTISSA + MANTISSA_MODELS * k as usize;
+            let first = (m >> (k - 2)) & 1 != 0;
+            self.bit(c, first);
+            if k >= 3 {
+                self.bit(c + 1 + usize::from(first), (m >> (k - 3)) & 1 != 0);
+            }
         }
-        if k >= 3 {
-            let rest = k - 2;
+        if k >= 4 {
+            let rest = k - 3;
             let low = m & ((1u64 << rest) - 1);
             if rest > 16 {
                 self.direct(ctx, (low >> 16) as u32, rest - 16);
@@ -699,11 +705,15 @@ impl<'a> ArithReadStream<'a> {
         };
         let mut m = 1u64;
         if k >= 2 {
-            let c = self.models.mantissa(ctx);
-            m = (m << 1) | u64::from(self.bit(c + MANTISSA + k as usize)?);
+            let c = self.models.mantissa(ctx) + MANTISSA + MANTISSA_MODELS * k as usize;
+            let first = self.bit(c)?;
+            m = (m << 1) | u64::from(first);
+            if k >= 3 {
+                m = (m << 1) | u64::from(self.bit(c + 1 + usize::from(first))?);
+            }
         }
-        if k >= 3 {
-            let rest = k - 2;
+        if k >= 4 {
+            let rest = k - 3;
             let low = if rest > 16 {
                 let hi = u64::from(self.direct(ctx, rest - 16)?);
                 (hi << 16) | u64::from(self.direct(ctx, 16)?)
