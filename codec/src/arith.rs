@@ -3,8 +3,8 @@
 //! An integer of a small range (at most 16 values: tags, buckets) is coded through a binary tree of models over
 //! its value, so its whole distribution is learned. A wider integer is coded relative to the point of its range
 //! nearest zero (deltas and prediction errors cluster there): first its bit length `k` through a binary tree of
-//! models just deep enough for the range, then its sign (when both signs are possible), then the bit below the
-//! leading one with a model chosen by `k`, and the remaining low bits at even odds. A flag is one adaptive bit.
+//! models just deep enough for the range, then its sign (when both signs are possible), then the two bits below
+//! the leading one through a small tree of models chosen by `k`, and the remaining low bits at even odds. A flag is one adaptive bit.
 //! Each [`Ctx`] owns its own set of models, and every packet starts from fresh models, so packets decode
 //! independently of each other; a model is reset when a stream first uses it, so starting a stream costs
 //! nothing.
