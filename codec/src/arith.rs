@@ -276,6 +276,19 @@ fn bit_length(m: u64) -> u32 {
     64 - m.leading_zeros()
 }
 
+/// A model's probability of 0 after coding `bit`, by a shift of 3: a datagram's statistics stray from the trained
+/// priors it starts from, and it codes too few decisions per model for the coder's own slower shift of 4 (5 measured
+/// worse still, on the katamari ladder). The coder's update is applied to a copy and discarded.
+#[inline(always)]
+fn adapt(p0: u16, bit: bool) -> u16 {
+    const SHIFT: u32 = 3;
+    if bit {
+        p0 - (p0 >> SHIFT)
+    } else {
+        p0 + ((PROB_ONE - p0) >> SHIFT)
+    }
+}
+
 /// The modelled probability of `bit` under a model whose probability of 0 is `p0`.
 #[inline]
 fn probability(p0: u16, bit: bool) -> f64 {
@@ -471,7 +484,9 @@ impl ArithWriteStream {
                 u[usize::from(bit)] += 1;
             }
         }
-        self.enc.encode_bit(p, bit);
+        let before = *p;
+        self.enc.encode_bit(&mut before.clone(), bit);
+        *p = adapt(before, bit);
     }
 
     #[inline]
@@ -653,7 +668,8 @@ impl<'a> ArithReadStream<'a> {
             .get_mut(index)
             .ok_or(CodecError::Invalid { field: "model" })?;
         let p0 = *p;
-        let bit = self.dec.decode_bit(p)?;
+        let bit = self.dec.decode_bit(&mut p0.clone())?;
+        *p = adapt(p0, bit);
         if let Some(costs) = self.costs.as_deref_mut() {
             costs.bits[index / PER_CTX] -= probability(p0, bit).log2();
         }
