@@ -1271,6 +1271,72 @@ mod tests {
         assert!(residual.bits < 29, "{residual:?}");
     }
 
+    /// A unit quaternion `[x, y, z, w]` turned by `angle` about the unit axis `axis`, applied after `start`.
+    fn turned(start: [f64; 4], axis: [f64; 3], angle: f64) -> [f32; 4] {
+        let (s, c) = (angle / 2.0).sin_cos();
+        let d = [axis[0] * s, axis[1] * s, axis[2] * s, c];
+        let q = start;
+        [
+            d[3] * q[0] + d[0] * q[3] + d[1] * q[2] - d[2] * q[1],
+            d[3] * q[1] - d[0] * q[2] + d[1] * q[3] + d[2] * q[0],
+            d[3] * q[2] + d[0] * q[1] - d[1] * q[0] + d[2] * q[3],
+            d[3] * q[3] - d[0] * q[0] - d[1] * q[1] - d[2] * q[2],
+        ]
+        .map(|c| c as f32)
+    }
+
+    #[test]
+    fn a_steady_turn_is_extrapolated_past_the_largest_component_change() {
+        // A cube spinning at 6 rad/s about a tilted axis, seen 6 frames apart: over a whole turn its largest
+        // component changes many times, and the prediction must follow it (the residual costs a few bits, not a
+        // turned rotation's).
+        let quant = QuantConfig::default();
+        let axis = {
+            let a = [0.3f64, 0.8, -0.5];
+            let n = (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt();
+            a.map(|c| c / n)
+        };
+        let start = [0.1, 0.2, 0.3, 0.927_361_849_549_570_4];
+        let step = 6.0 * 6.0 / 60.0;
+        let (mut crossings, mut worst) = (0, 0);
+        for i in 0..40 {
+            let at = |k: f64| {
+                quant
+                    .rotation
+                    .quantize(turned(start, axis, (f64::from(i) * 0.17 + k) * step))
+            };
+            let (older, base, now) = (at(0.0), at(1.0), at(2.0));
+            let p = extrapolate_rotation(&quant, &base, 6, &older, 6);
+            assert_eq!(p.largest, now.largest, "turn {i}: {p:?} against {now:?}");
+            crossings += usize::from(base.largest != now.largest);
+            for (a, b) in p.components.iter().zip(now.components) {
+                worst = worst.max((a - b).abs());
+            }
+        }
+        assert!(crossings >= 3, "{crossings} largest-component changes");
+        // Reflection through the baseline is exact for a steady turn: what is left is the three states'
+        // quantization.
+        assert!(worst <= 3, "worst component error {worst} steps");
+    }
+
+    proptest! {
+        #[test]
+        fn rotation_extrapolation_stays_in_range(
+            a in (0u8..4, prop::array::uniform3(-255i32..=255)),
+            b in (0u8..4, prop::array::uniform3(-255i32..=255)),
+            frames in 0u16..=crate::predict::MAX_PREDICT_FRAMES,
+            span in 0u16..=64,
+        ) {
+            // Any two rotations a receiver may hold (decoded ones are in range, not necessarily unit length).
+            let quant = QuantConfig::default();
+            let older = QuantizedRotation { largest: a.0, components: a.1 };
+            let base = QuantizedRotation { largest: b.0, components: b.1 };
+            let p = extrapolate_rotation(&quant, &base, frames, &older, span);
+            prop_assert!(p.largest < 4);
+            prop_assert!(p.components.iter().all(|c| c.abs() <= 255));
+        }
+    }
+
     #[test]
     fn pose_only_extrapolates_from_an_older_acked_pose() {
         // A body sliding and turning steadily, seen 6 frames apart, as a pose-only link sends it.
