@@ -271,12 +271,12 @@ fn body_residual<S: Stream>(
 ) -> Result<(), CodecError> {
     let quant = &config.quant;
     s.bool(AT_REST, &mut b.at_rest)?;
-    let (position, rotation) = match motion {
-        Some(m) => (m.position_ctx(), m.rotation_ctx()),
-        None => (POSITION, ROTATION),
-    };
+    let position = motion.map_or(POSITION, Motion::position_ctx);
     vec_residual(s, &position, POSITION_BUCKETS, &mut b.position, &r.position)?;
     check_bounds(&quant.position, &b.position, ABS_POSITION)?;
+    let rotation = motion.map_or(ROTATION, |m| {
+        m.rotation_ctx(bucket_of(POSITION_BUCKETS, &b.position, &r.position))
+    });
     rotation_residual(s, quant, &mut b.rotation, &r.rotation, &rotation)?;
     if config.pose_only {
         velocities_off::<S>(b)?;
@@ -743,15 +743,113 @@ impl Motion {
         }
     }
 
+    /// The rotation residual's contexts, its bucket tag also by the position residual's bucket (a cube knocked
+    /// off its predicted path is mostly knocked off its turn too).
     #[inline]
-    fn rotation_ctx(&self) -> VecCtx {
+    fn rotation_ctx(&self, position_bucket: usize) -> VecCtx {
         let top = self.rotation.iter().copied().max().unwrap_or(0);
+        let bucket = match position_bucket {
+            0 => ROTATION_BUCKET_BY_STEP[top],
+            p => ROTATION_BUCKET_BY_STEP_AND_POSITION[top][(p - 1).min(2)],
+        };
         VecCtx {
-            bucket: ROTATION_BUCKET_BY_STEP[top],
+            bucket,
             axes: self.rotation.map(|c| ROTATION_BY_STEP[c]),
         }
     }
 }
+
+/// The bucket [`vec_residual`] codes `value` against `reference` in: 0 for none, then 1..=3 (3 beyond the last).
+#[inline]
+fn bucket_of(buckets: Buckets, value: &[i32; 3], reference: &[i32; 3]) -> usize {
+    let largest = (0..3)
+        .map(|i| (i64::from(value[i]) - i64::from(reference[i])).abs())
+        .max()
+        .unwrap_or(0);
+    if largest == 0 {
+        return 0;
+    }
+    1 + buckets
+        .0
+        .iter()
+        .position(|&b| largest <= i64::from(b))
+        .unwrap_or(2)
+}
+
+/// The rotation residual's bucket tag when the position residual was in the small, medium or large bucket, by the
+/// largest class of the predicted step.
+const ROTATION_BUCKET_BY_STEP_AND_POSITION: [[Ctx; 3]; MOTION_STEPS] = [
+    [
+        Ctx::new(
+            94,
+            "rotation residual bucket, no step, small translation miss",
+        ),
+        Ctx::new(
+            95,
+            "rotation residual bucket, no step, medium translation miss",
+        ),
+        Ctx::new(
+            96,
+            "rotation residual bucket, no step, large translation miss",
+        ),
+    ],
+    [
+        Ctx::new(
+            97,
+            "rotation residual bucket, step 1-3, small translation miss",
+        ),
+        Ctx::new(
+            98,
+            "rotation residual bucket, step 1-3, medium translation miss",
+        ),
+        Ctx::new(
+            99,
+            "rotation residual bucket, step 1-3, large translation miss",
+        ),
+    ],
+    [
+        Ctx::new(
+            100,
+            "rotation residual bucket, step 4-15, small translation miss",
+        ),
+        Ctx::new(
+            101,
+            "rotation residual bucket, step 4-15, medium translation miss",
+        ),
+        Ctx::new(
+            102,
+            "rotation residual bucket, step 4-15, large translation miss",
+        ),
+    ],
+    [
+        Ctx::new(
+            103,
+            "rotation residual bucket, step 16-63, small translation miss",
+        ),
+        Ctx::new(
+            104,
+            "rotation residual bucket, step 16-63, medium translation miss",
+        ),
+        Ctx::new(
+            105,
+            "rotation residual bucket, step 16-63, large translation miss",
+        ),
+    ],
+    [
+        Ctx::new(
+            106,
+            "rotation residual bucket, step 64+, small translation miss",
+        ),
+        Ctx::new(
+            107,
+            "rotation residual bucket, step 64+, medium translation miss",
+        ),
+        Ctx::new(
+            108,
+            "rotation residual bucket, step 64+, large translation miss",
+        ),
+    ],
+];
 
 /// 0 for no step, then 1..=3, 4..=15, 16..=63 and more (in quantizer steps).
 #[inline]
