@@ -660,7 +660,7 @@ fn extrapolate_rotation(
     }
     let sign = if p[largest] < 0 { -1 } else { 1 };
     // The scale back to unit length, in 2^-20 steps.
-    let scale = ((unit << 40) / norm).isqrt() as i128;
+    let scale = ((unit << 40) / norm).isqrt();
     let mut out = QuantizedRotation {
         largest: largest as u8,
         components: [0; 3],
