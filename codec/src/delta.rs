@@ -51,6 +51,20 @@ pub trait DeltaState: Copy + PartialEq + Default {
         reference: &Self,
     ) -> Result<(), CodecError>;
 
+    /// Serializes `value` as a residual against `prediction`, the prediction from `baseline`. The default codes it
+    /// like any residual; a type whose residuals spread with the motion the prediction extrapolated (a fast body's
+    /// wider than a creeping one's) overrides it to code under contexts of that motion, which both ends know.
+    #[inline]
+    fn serialize_prediction_error<S: Stream>(
+        s: &mut S,
+        config: &Self::Config,
+        value: &mut Self,
+        prediction: &Self,
+        _baseline: &Self,
+    ) -> Result<(), CodecError> {
+        Self::serialize_residual(s, config, value, prediction)
+    }
+
     /// Serializes the whole state, with no reference.
     fn serialize_absolute<S: Stream>(
         s: &mut S,
@@ -285,7 +299,7 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
     match (tag, prediction) {
         (0, Some(p)) => {
             *path = DeltaPath::PredictionError;
-            T::serialize_residual(s, config, value, p)
+            T::serialize_prediction_error(s, config, value, p, base)
         }
         (1, _) => {
             *path = DeltaPath::Delta;

@@ -213,6 +213,7 @@ fn rotation_residual<S: Stream>(
     quant: &QuantConfig,
     r: &mut QuantizedRotation,
     reference: &QuantizedRotation,
+    ctx: &VecCtx,
 ) -> Result<(), CodecError> {
     let mut same = r.largest == reference.largest;
     s.bool(SAME_LARGEST, &mut same)?;
@@ -246,7 +247,7 @@ fn rotation_residual<S: Stream>(
     r.largest = reference.largest;
     vec_residual(
         s,
-        &ROTATION,
+        ctx,
         ROTATION_BUCKETS,
         &mut r.components,
         &reference.components,
@@ -266,12 +267,17 @@ fn body_residual<S: Stream>(
     config: &StateConfig,
     b: &mut BodyState,
     r: &BodyState,
+    motion: Option<&Motion>,
 ) -> Result<(), CodecError> {
     let quant = &config.quant;
     s.bool(AT_REST, &mut b.at_rest)?;
-    vec_residual(s, &POSITION, POSITION_BUCKETS, &mut b.position, &r.position)?;
+    let position = motion.map_or(POSITION, Motion::position_ctx);
+    vec_residual(s, &position, POSITION_BUCKETS, &mut b.position, &r.position)?;
     check_bounds(&quant.position, &b.position, ABS_POSITION)?;
-    rotation_residual(s, quant, &mut b.rotation, &r.rotation)?;
+    let rotation = motion.map_or(ROTATION, |m| {
+        m.rotation_ctx(bucket_of(POSITION_BUCKETS, &b.position, &r.position))
+    });
+    rotation_residual(s, quant, &mut b.rotation, &r.rotation, &rotation)?;
     if config.pose_only {
         velocities_off::<S>(b)?;
     } else if b.at_rest {
@@ -424,22 +430,7 @@ fn turned_buckets(quant: &QuantConfig) -> Buckets {
 #[inline]
 fn rotation_as(quant: &QuantConfig, r: &QuantizedRotation, largest: u8) -> [i32; 3] {
     let max = i64::from(quant.rotation.max_component());
-    let sum: i64 = r
-        .components
-        .iter()
-        .map(|&c| i64::from(c) * i64::from(c))
-        .sum();
-    let dropped = ((2 * max * max - sum).max(0) as u64).isqrt() as i64;
-    let mut q = [0i64; 4];
-    let mut k = 0;
-    for (i, slot) in q.iter_mut().enumerate() {
-        if i == usize::from(r.largest & 3) {
-            *slot = dropped;
-        } else {
-            *slot = i64::from(r.components[k]);
-            k += 1;
-        }
-    }
+    let q = rotation_full(quant, r);
     let new = usize::from(largest & 3);
     let sign = if q[new] < 0 { -1 } else { 1 };
     let mut out = [0i32; 3];
@@ -597,16 +588,88 @@ fn extrapolate_pose(
         let p = extrapolate(base.position[i], older.position[i], frames, span);
         out.position[i] = p.clamp(i64::from(axis.min_index), i64::from(axis.max_index)) as i32;
     }
-    if base.rotation.largest == older.rotation.largest {
-        let max = i64::from(quant.rotation.max_component());
-        for i in 0..3 {
-            let c = extrapolate(
-                base.rotation.components[i],
-                older.rotation.components[i],
-                frames,
-                span,
-            );
-            out.rotation.components[i] = c.clamp(-max, max) as i32;
+    out.rotation = extrapolate_rotation(quant, &base.rotation, frames, &older.rotation, span);
+    out
+}
+
+/// A smallest-three rotation as its four components in x, y, z, w order, in the quantizer's steps (a unit
+/// quaternion has length `max·√2`): the dropped component rebuilt as `isqrt(2·max² − Σc²)`.
+#[inline]
+fn rotation_full(quant: &QuantConfig, r: &QuantizedRotation) -> [i64; 4] {
+    let max = i64::from(quant.rotation.max_component());
+    let sum: i64 = r
+        .components
+        .iter()
+        .map(|&c| i64::from(c) * i64::from(c))
+        .sum();
+    let dropped = ((2 * max * max - sum).max(0) as u64).isqrt() as i64;
+    let mut q = [0i64; 4];
+    let mut k = 0;
+    for (i, slot) in q.iter_mut().enumerate() {
+        if i == usize::from(r.largest & 3) {
+            *slot = dropped;
+        } else {
+            *slot = i64::from(r.components.get(k).copied().unwrap_or(0));
+            k += 1;
+        }
+    }
+    q
+}
+
+/// `n / d` rounded to nearest, halves away from zero (`d > 0`).
+#[inline]
+fn div_round(n: i128, d: i128) -> i128 {
+    (2 * n + n.signum() * d) / (2 * d)
+}
+
+/// The rotation `frames` after `base`, continuing the turn from `older` (`span` frames before it) at the same rate,
+/// in integers on the four components: `older` reflected through `base` on the unit sphere (`2(b·o)b − o`, where
+/// the turn lands one span on, exactly), the step toward it scaled by `frames / span`, normalized back to unit
+/// length, and written as smallest-three with whichever component is then largest. A cube tumbling past 90° is
+/// predicted to, instead of going absolute.
+fn extrapolate_rotation(
+    quant: &QuantConfig,
+    base: &QuantizedRotation,
+    frames: u16,
+    older: &QuantizedRotation,
+    span: u16,
+) -> QuantizedRotation {
+    let max = i128::from(quant.rotation.max_component());
+    let unit = 2 * max * max;
+    let b = rotation_full(quant, base).map(i128::from);
+    let mut o = rotation_full(quant, older).map(i128::from);
+    let mut dot: i128 = (0..4).map(|i| b[i] * o[i]).sum();
+    if dot < 0 {
+        o = o.map(|c| -c);
+        dot = -dot;
+    }
+    let (frames, span) = (i128::from(frames), i128::from(span.max(1)));
+    let p: [i128; 4] = [0, 1, 2, 3].map(|i| {
+        let ahead = div_round(2 * dot * b[i], unit) - o[i];
+        b[i] + div_round((ahead - b[i]) * frames, span)
+    });
+    let norm: i128 = p.iter().map(|c| c * c).sum();
+    if norm == 0 {
+        return *base;
+    }
+    let mut largest = 0;
+    for i in 1..4 {
+        if p[i].abs() > p[largest].abs() {
+            largest = i;
+        }
+    }
+    let sign = if p[largest] < 0 { -1 } else { 1 };
+    // The scale back to unit length, in 2^-20 steps.
+    let scale = ((unit << 40) / norm).isqrt();
+    let mut out = QuantizedRotation {
+        largest: largest as u8,
+        components: [0; 3],
+    };
+    let mut k = 0;
+    for (i, &c) in p.iter().enumerate() {
+        if i != largest {
+            out.components[k] = div_round(sign * c * scale, 1 << 20).clamp(-max, max) as i32;
+            k += 1;
         }
     }
     out
@@ -614,6 +677,244 @@ fn extrapolate_pose(
 
 /// Velocity indices (linear and angular, per component) under which a moving body counts as slow.
 const SLOW_VELOCITY: i32 = 64;
+
+/// An object's residual against `reference`: its body (under contexts of `motion` when given), then its
+/// authority and sequences when they changed.
+#[inline]
+fn object_residual<S: Stream>(
+    s: &mut S,
+    config: &StateConfig,
+    value: &mut ObjectState,
+    reference: &ObjectState,
+    motion: Option<&Motion>,
+) -> Result<(), CodecError> {
+    body_residual(s, config, &mut value.body, &reference.body, motion)?;
+    let mut changed = value.authority != reference.authority
+        || value.authority_seq != reference.authority_seq
+        || value.ownership_seq != reference.ownership_seq;
+    s.bool(META_CHANGED, &mut changed)?;
+    if changed {
+        meta(s, value)
+    } else {
+        value.authority = reference.authority;
+        value.authority_seq = reference.authority_seq;
+        value.ownership_seq = reference.ownership_seq;
+        Ok(())
+    }
+}
+
+/// Classes of how far a prediction moved from its baseline on one position axis or rotation component.
+const MOTION_STEPS: usize = 5;
+
+/// How far a prediction moved from its baseline, per position axis and smallest-three component, as classes of
+/// [`step_class`]: a fast body's prediction misses by more than a creeping one's, so each residual component (and
+/// each bucket tag, by the largest class of its vector) is coded under a context of its class. Both ends know the
+/// baseline and the prediction, so the classes cost nothing.
+#[derive(Debug, Clone, Copy)]
+struct Motion {
+    position: [usize; 3],
+    rotation: [usize; 3],
+}
+
+impl Motion {
+    #[inline]
+    fn between(baseline: &BodyState, prediction: &BodyState) -> Self {
+        let step = |a: i32, b: i32| step_class(i64::from(a) - i64::from(b));
+        let position = [0, 1, 2].map(|i| step(prediction.position[i], baseline.position[i]));
+        let rotation = if prediction.rotation.largest == baseline.rotation.largest {
+            [0, 1, 2].map(|i| {
+                step(
+                    prediction.rotation.components[i],
+                    baseline.rotation.components[i],
+                )
+            })
+        } else {
+            [MOTION_STEPS - 1; 3]
+        };
+        Self { position, rotation }
+    }
+
+    #[inline]
+    fn position_ctx(&self) -> VecCtx {
+        let top = self.position.iter().copied().max().unwrap_or(0);
+        VecCtx {
+            bucket: POSITION_BUCKET_BY_STEP[top],
+            axes: [0, 1, 2].map(|i| POSITION_BY_STEP[self.position[i]][i]),
+        }
+    }
+
+    /// The rotation residual's contexts, its bucket tag also by the position residual's bucket (a cube knocked
+    /// off its predicted path is mostly knocked off its turn too).
+    #[inline]
+    fn rotation_ctx(&self, position_bucket: usize) -> VecCtx {
+        let top = self.rotation.iter().copied().max().unwrap_or(0);
+        let bucket = match position_bucket {
+            0 => ROTATION_BUCKET_BY_STEP[top],
+            p => ROTATION_BUCKET_BY_STEP_AND_POSITION[top][(p - 1).min(2)],
+        };
+        VecCtx {
+            bucket,
+            axes: self.rotation.map(|c| ROTATION_BY_STEP[c]),
+        }
+    }
+}
+
+/// The bucket [`vec_residual`] codes `value` against `reference` in: 0 for none, then 1..=3 (3 beyond the last).
+#[inline]
+fn bucket_of(buckets: Buckets, value: &[i32; 3], reference: &[i32; 3]) -> usize {
+    let largest = (0..3)
+        .map(|i| (i64::from(value[i]) - i64::from(reference[i])).abs())
+        .max()
+        .unwrap_or(0);
+    if largest == 0 {
+        return 0;
+    }
+    1 + buckets
+        .0
+        .iter()
+        .position(|&b| largest <= i64::from(b))
+        .unwrap_or(2)
+}
+
+/// The rotation residual's bucket tag when the position residual was in the small, medium or large bucket, by the
+/// largest class of the predicted step.
+const ROTATION_BUCKET_BY_STEP_AND_POSITION: [[Ctx; 3]; MOTION_STEPS] = [
+    [
+        Ctx::new(
+            94,
+            "rotation residual bucket, no step, small translation miss",
+        ),
+        Ctx::new(
+            95,
+            "rotation residual bucket, no step, medium translation miss",
+        ),
+        Ctx::new(
+            96,
+            "rotation residual bucket, no step, large translation miss",
+        ),
+    ],
+    [
+        Ctx::new(
+            97,
+            "rotation residual bucket, step 1-3, small translation miss",
+        ),
+        Ctx::new(
+            98,
+            "rotation residual bucket, step 1-3, medium translation miss",
+        ),
+        Ctx::new(
+            99,
+            "rotation residual bucket, step 1-3, large translation miss",
+        ),
+    ],
+    [
+        Ctx::new(
+            100,
+            "rotation residual bucket, step 4-15, small translation miss",
+        ),
+        Ctx::new(
+            101,
+            "rotation residual bucket, step 4-15, medium translation miss",
+        ),
+        Ctx::new(
+            102,
+            "rotation residual bucket, step 4-15, large translation miss",
+        ),
+    ],
+    [
+        Ctx::new(
+            103,
+            "rotation residual bucket, step 16-63, small translation miss",
+        ),
+        Ctx::new(
+            104,
+            "rotation residual bucket, step 16-63, medium translation miss",
+        ),
+        Ctx::new(
+            105,
+            "rotation residual bucket, step 16-63, large translation miss",
+        ),
+    ],
+    [
+        Ctx::new(
+            106,
+            "rotation residual bucket, step 64+, small translation miss",
+        ),
+        Ctx::new(
+            107,
+            "rotation residual bucket, step 64+, medium translation miss",
+        ),
+        Ctx::new(
+            108,
+            "rotation residual bucket, step 64+, large translation miss",
+        ),
+    ],
+];
+
+/// 0 for no step, then 1..=3, 4..=15, 16..=63 and more (in quantizer steps).
+#[inline]
+fn step_class(d: i64) -> usize {
+    match d.unsigned_abs() {
+        0 => 0,
+        1..=3 => 1,
+        4..=15 => 2,
+        16..=63 => 3,
+        _ => 4,
+    }
+}
+
+/// The position residual's bucket tag, by the largest class of the predicted step.
+const POSITION_BUCKET_BY_STEP: [Ctx; MOTION_STEPS] = [
+    Ctx::new(64, "position residual bucket, no step"),
+    Ctx::new(65, "position residual bucket, step 1-3"),
+    Ctx::new(66, "position residual bucket, step 4-15"),
+    Ctx::new(67, "position residual bucket, step 16-63"),
+    Ctx::new(68, "position residual bucket, step 64+"),
+];
+/// A position residual component, by the class of the predicted step on its axis, per axis.
+const POSITION_BY_STEP: [[Ctx; 3]; MOTION_STEPS] = [
+    [
+        Ctx::new(69, "position residual x, no step"),
+        Ctx::new(70, "position residual y, no step"),
+        Ctx::new(71, "position residual z, no step"),
+    ],
+    [
+        Ctx::new(72, "position residual x, step 1-3"),
+        Ctx::new(73, "position residual y, step 1-3"),
+        Ctx::new(74, "position residual z, step 1-3"),
+    ],
+    [
+        Ctx::new(75, "position residual x, step 4-15"),
+        Ctx::new(76, "position residual y, step 4-15"),
+        Ctx::new(77, "position residual z, step 4-15"),
+    ],
+    [
+        Ctx::new(78, "position residual x, step 16-63"),
+        Ctx::new(79, "position residual y, step 16-63"),
+        Ctx::new(80, "position residual z, step 16-63"),
+    ],
+    [
+        Ctx::new(81, "position residual x, step 64+"),
+        Ctx::new(82, "position residual y, step 64+"),
+        Ctx::new(83, "position residual z, step 64+"),
+    ],
+];
+/// The rotation residual's bucket tag, by the largest class of the predicted step.
+const ROTATION_BUCKET_BY_STEP: [Ctx; MOTION_STEPS] = [
+    Ctx::new(84, "rotation residual bucket, no step"),
+    Ctx::new(85, "rotation residual bucket, step 1-3"),
+    Ctx::new(86, "rotation residual bucket, step 4-15"),
+    Ctx::new(87, "rotation residual bucket, step 16-63"),
+    Ctx::new(88, "rotation residual bucket, step 64+"),
+];
+/// A rotation residual component, by the class of the predicted step of that component.
+const ROTATION_BY_STEP: [Ctx; MOTION_STEPS] = [
+    Ctx::new(89, "rotation residual, no step"),
+    Ctx::new(90, "rotation residual, step 1-3"),
+    Ctx::new(91, "rotation residual, step 4-15"),
+    Ctx::new(92, "rotation residual, step 16-63"),
+    Ctx::new(93, "rotation residual, step 64+"),
+];
 
 impl DeltaState for ObjectState {
     type Config = StateConfig;
@@ -677,19 +978,19 @@ impl DeltaState for ObjectState {
         value: &mut Self,
         reference: &Self,
     ) -> Result<(), CodecError> {
-        body_residual(s, config, &mut value.body, &reference.body)?;
-        let mut changed = value.authority != reference.authority
-            || value.authority_seq != reference.authority_seq
-            || value.ownership_seq != reference.ownership_seq;
-        s.bool(META_CHANGED, &mut changed)?;
-        if changed {
-            meta(s, value)
-        } else {
-            value.authority = reference.authority;
-            value.authority_seq = reference.authority_seq;
-            value.ownership_seq = reference.ownership_seq;
-            Ok(())
-        }
+        object_residual(s, config, value, reference, None)
+    }
+
+    #[inline]
+    fn serialize_prediction_error<S: Stream>(
+        s: &mut S,
+        config: &StateConfig,
+        value: &mut Self,
+        prediction: &Self,
+        baseline: &Self,
+    ) -> Result<(), CodecError> {
+        let motion = Motion::between(&baseline.body, &prediction.body);
+        object_residual(s, config, value, prediction, Some(&motion))
     }
 
     fn serialize_absolute<S: Stream>(
@@ -736,7 +1037,7 @@ pub fn pose_residual<S: Stream>(
 ) -> Result<(), CodecError> {
     vec_residual(s, &POSITION, POSITION_BUCKETS, &mut p.position, &r.position)?;
     check_bounds(&quant.position, &p.position, ABS_POSITION)?;
-    rotation_residual(s, quant, &mut p.rotation, &r.rotation)
+    rotation_residual(s, quant, &mut p.rotation, &r.rotation, &ROTATION)
 }
 
 fn held_absolute<S: Stream>(
@@ -1066,6 +1367,72 @@ mod tests {
         // Unchanged, path, at rest, position bucket, same-largest flags and the meta flag, then the largest
         // component (2 bits) and a medium residual: well under the 29 bits of a whole rotation.
         assert!(residual.bits < 29, "{residual:?}");
+    }
+
+    /// A unit quaternion `[x, y, z, w]` turned by `angle` about the unit axis `axis`, applied after `start`.
+    fn turned(start: [f64; 4], axis: [f64; 3], angle: f64) -> [f32; 4] {
+        let (s, c) = (angle / 2.0).sin_cos();
+        let d = [axis[0] * s, axis[1] * s, axis[2] * s, c];
+        let q = start;
+        [
+            d[3] * q[0] + d[0] * q[3] + d[1] * q[2] - d[2] * q[1],
+            d[3] * q[1] - d[0] * q[2] + d[1] * q[3] + d[2] * q[0],
+            d[3] * q[2] + d[0] * q[1] - d[1] * q[0] + d[2] * q[3],
+            d[3] * q[3] - d[0] * q[0] - d[1] * q[1] - d[2] * q[2],
+        ]
+        .map(|c| c as f32)
+    }
+
+    #[test]
+    fn a_steady_turn_is_extrapolated_past_the_largest_component_change() {
+        // A cube spinning at 6 rad/s about a tilted axis, seen 6 frames apart: over a whole turn its largest
+        // component changes many times, and the prediction must follow it (the residual costs a few bits, not a
+        // turned rotation's).
+        let quant = QuantConfig::default();
+        let axis = {
+            let a = [0.3f64, 0.8, -0.5];
+            let n = (a[0] * a[0] + a[1] * a[1] + a[2] * a[2]).sqrt();
+            a.map(|c| c / n)
+        };
+        let start = [0.1, 0.2, 0.3, 0.927_361_849_549_570_4];
+        let step = 6.0 * 6.0 / 60.0;
+        let (mut crossings, mut worst) = (0, 0);
+        for i in 0..40 {
+            let at = |k: f64| {
+                quant
+                    .rotation
+                    .quantize(turned(start, axis, (f64::from(i) * 0.17 + k) * step))
+            };
+            let (older, base, now) = (at(0.0), at(1.0), at(2.0));
+            let p = extrapolate_rotation(&quant, &base, 6, &older, 6);
+            assert_eq!(p.largest, now.largest, "turn {i}: {p:?} against {now:?}");
+            crossings += usize::from(base.largest != now.largest);
+            for (a, b) in p.components.iter().zip(now.components) {
+                worst = worst.max((a - b).abs());
+            }
+        }
+        assert!(crossings >= 3, "{crossings} largest-component changes");
+        // Reflection through the baseline is exact for a steady turn: what is left is the three states'
+        // quantization.
+        assert!(worst <= 3, "worst component error {worst} steps");
+    }
+
+    proptest! {
+        #[test]
+        fn rotation_extrapolation_stays_in_range(
+            a in (0u8..4, prop::array::uniform3(-255i32..=255)),
+            b in (0u8..4, prop::array::uniform3(-255i32..=255)),
+            frames in 0u16..=crate::predict::MAX_PREDICT_FRAMES,
+            span in 0u16..=64,
+        ) {
+            // Any two rotations a receiver may hold (decoded ones are in range, not necessarily unit length).
+            let quant = QuantConfig::default();
+            let older = QuantizedRotation { largest: a.0, components: a.1 };
+            let base = QuantizedRotation { largest: b.0, components: b.1 };
+            let p = extrapolate_rotation(&quant, &base, frames, &older, span);
+            prop_assert!(p.largest < 4);
+            prop_assert!(p.components.iter().all(|c| c.abs() <= 255));
+        }
     }
 
     #[test]

@@ -22,9 +22,12 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Number of distinct model slots. Ids `0..64` are the codec's own fields; `64..COUNT` are free for state types
-    /// defined outside the codec (see [`Ctx::user`]).
-    pub const COUNT: usize = 128;
+    /// Number of distinct model slots. Ids `0..CODEC` are the codec's own fields; `CODEC..COUNT` are free for state
+    /// types defined outside the codec (see [`Ctx::user`]).
+    pub const COUNT: usize = Self::CODEC + 64;
+
+    /// Number of model slots the codec's own fields may use (the trained priors cover these).
+    pub const CODEC: usize = 128;
 
     /// A context for a field of the codec itself.
     pub const fn new(id: u16, name: &'static str) -> Self {
@@ -34,7 +37,7 @@ impl Ctx {
     /// A context for a field of a state type defined by another crate: `n` in `0..64`.
     pub const fn user(n: u16, name: &'static str) -> Self {
         Self {
-            id: 64 + n % 64,
+            id: Self::CODEC as u16 + n % 64,
             name,
         }
     }
@@ -187,8 +190,8 @@ mod tests {
 
     #[test]
     fn user_contexts_stay_out_of_codec_range() {
-        assert_eq!(Ctx::user(0, "a").slot(), 64);
-        assert_eq!(Ctx::user(63, "a").slot(), 127);
-        assert_eq!(Ctx::user(64, "a").slot(), 64);
+        assert_eq!(Ctx::user(0, "a").slot(), Ctx::CODEC);
+        assert_eq!(Ctx::user(63, "a").slot(), Ctx::COUNT - 1);
+        assert_eq!(Ctx::user(64, "a").slot(), Ctx::CODEC);
     }
 }
