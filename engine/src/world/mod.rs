@@ -213,6 +213,8 @@ struct Scratch {
     frontier: Vec<ObjectId>,
     /// rapier's contact islands (sorted ids) that hold an object not at rest.
     moving_islands: Vec<u32>,
+    /// rapier's awake contact islands (sorted ids) that hold a body not flagged asleep.
+    awake_islands: Vec<u32>,
 }
 
 /// Resets a scratch vector to `len` copies of `value`, keeping its allocation.
@@ -408,6 +410,7 @@ impl World {
     /// a resting object that something woke from its resting pose with zero velocity. A body already there is
     /// not touched at all: rapier takes any mutable access to a body for a user change.
     fn write_back_before_step(&mut self) {
+        self.unflag_bodies_in_awake_islands();
         let quant = self.config.quant;
         let quantize = self.config.quantize_both_sides;
         for object in &mut self.objects {
@@ -437,6 +440,42 @@ impl World {
             body.set_position(pose, wake);
             body.set_linvel(linvel, wake);
             body.set_angvel(angvel, wake);
+        }
+    }
+
+    /// A resting body is flagged asleep so that rapier can put its whole contact island to sleep. When
+    /// something else in that island is awake going into a step (rapier woke it, or a write did), the island
+    /// stays awake, and rapier would integrate the flagged body under gravity alone, skipping its contacts:
+    /// it would sink, and what rests on it or beside it would sink into it. Such bodies are woken weakly
+    /// (still eligible for sleep) so that the step solves their contacts; the rest rule flags them again
+    /// after it.
+    fn unflag_bodies_in_awake_islands(&mut self) {
+        let (bodies, islands) = (&self.physics.bodies, &self.physics.islands);
+        let awake = &mut self.scratch.awake_islands;
+        awake.clear();
+        awake.extend(islands.active_bodies().filter_map(|h| {
+            let body = &bodies[h];
+            (body.is_dynamic() && !body.is_sleeping())
+                .then(|| islands.persistent_island_of(bodies, h))
+                .flatten()
+        }));
+        if awake.is_empty() {
+            return;
+        }
+        awake.sort_unstable();
+        awake.dedup();
+        for object in &self.objects {
+            let body = &self.physics.bodies[object.body];
+            if object.at_rest
+                && body.is_sleeping()
+                && self
+                    .physics
+                    .islands
+                    .persistent_island_of(&self.physics.bodies, object.body)
+                    .is_some_and(|id| self.scratch.awake_islands.binary_search(&id).is_ok())
+            {
+                self.physics.bodies[object.body].wake_up(false);
+            }
         }
     }
 
@@ -566,20 +605,40 @@ impl World {
                 continue;
             }
             if object.at_rest {
+                // A body we flagged asleep whose contact island rapier kept awake (something in it is not
+                // flagged) is still integrated, under gravity alone: its contacts are skipped. That motion is
+                // not the world's, so it neither disturbs the object nor stays: the body goes back where it
+                // slept. Without this it sinks faster each step until it counts as disturbed, wakes, settles
+                // and rests again, forever.
+                let flagged = body.is_sleeping();
                 let disturbed = stirred
                     || !supported
-                    || body.linvel().length() > WAKE_LINEAR_SPEED
-                    || body.angvel().length() > WAKE_ANGULAR_SPEED;
+                    || (!flagged
+                        && (body.linvel().length() > WAKE_LINEAR_SPEED
+                            || body.angvel().length() > WAKE_ANGULAR_SPEED));
                 if disturbed {
                     // It resumes from its rest pose, moved by what this step did to the body.
-                    let now = *body.position();
+                    let now = if flagged {
+                        object.pinned
+                    } else {
+                        *body.position()
+                    };
                     let resumed =
                         moved_like(&pose_to_rapier(&object.rest_pose), &object.pinned, &now);
                     object.at_rest = false;
                     object.rest.clear();
                     let body = &mut self.physics.bodies[object.body];
+                    if flagged {
+                        body.sleep();
+                    }
                     body.set_position(resumed, true);
                     body.wake_up(true);
+                } else if flagged {
+                    if *body.position() != object.pinned {
+                        let body = &mut self.physics.bodies[object.body];
+                        body.set_position(object.pinned, false);
+                        body.sleep();
+                    }
                 } else if !body.is_sleeping() {
                     // Rapier woke it (a neighbour was written or started touching) and the step nudged it.
                     // While something in its contact group moves, it goes back to its rest pose. Once the
