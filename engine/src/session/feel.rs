@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::world::authority::PlayerIndex;
 use crate::world::scene::ObjectId;
-use crate::world::{FLOOR_TOP, World, lowest_point};
+use crate::world::{AppliedState, FLOOR_TOP, World, lowest_point};
 
 /// Depth (m) below the floor's top a body may be drawn at before it counts as sinking: the position quantum
 /// (1/512 m) with rounding.
@@ -70,6 +70,25 @@ pub struct FeelEvent {
     pub render_offset_m: f32,
 }
 
+/// A step of a free-flying object against its own direction of motion on a peer without authority over it, with
+/// the received states written into the object before it: what [`crate::session::flight`] needs to tell a
+/// backstep the authority's own trajectory made (it touched something there) from one the sync made.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backstep {
+    /// The peer's frame count (after the step that showed it).
+    pub frame: u64,
+    /// The object.
+    pub object: ObjectId,
+    /// How far it stepped back (m).
+    pub metres: f32,
+    /// The authority this peer gave the object.
+    pub authority: PlayerIndex,
+    /// The last received state written into the object before this frame's step.
+    pub applied: Option<AppliedState>,
+    /// The received state the pose two frames earlier came from (the step compared against starts there).
+    pub origin: Option<AppliedState>,
+}
+
 /// The worst of what one peer showed.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct FeelFigures {
@@ -111,6 +130,8 @@ struct Seen {
     speed: f32,
     flying: bool,
     contacts: Vec<Option<ObjectId>>,
+    /// The last received states written into the object, newest first.
+    applied: [Option<AppliedState>; 3],
 }
 
 /// The meter of one peer. Call [`FeelMeter::observe`] after each of its steps.
@@ -119,6 +140,7 @@ pub struct FeelMeter {
     seen: Vec<Option<Seen>>,
     figures: FeelFigures,
     log: Option<Vec<FeelEvent>>,
+    backsteps: Vec<Backstep>,
 }
 
 impl FeelMeter {
@@ -143,6 +165,11 @@ impl FeelMeter {
     /// The faults logged so far (none unless built with [`FeelMeter::logging`]).
     pub fn events(&self) -> &[FeelEvent] {
         self.log.as_deref().unwrap_or_default()
+    }
+
+    /// Every backstep over 1 mm seen so far, render or physics pose.
+    pub fn backsteps(&self) -> &[Backstep] {
+        &self.backsteps
     }
 
     /// Reads every object's render and physics pose of one frame of `world`.
@@ -175,6 +202,7 @@ impl FeelMeter {
         } else {
             Vec::new()
         };
+        let applied = world.last_applied(id);
         let Some(before) = self.seen[usize::from(id)].take() else {
             return Seen {
                 render,
@@ -184,7 +212,13 @@ impl FeelMeter {
                 speed,
                 flying,
                 contacts,
+                applied: [applied, None, None],
             };
+        };
+        let history = if applied.map(|a| a.frame) == before.applied[0].map(|a| a.frame) {
+            before.applied
+        } else {
+            [applied, before.applied[0], before.applied[1]]
         };
         let (render_step, physics_step) = (render - before.render, physics - before.physics);
         let jump = render_step.norm() - before.speed.max(speed) * dt;
@@ -206,6 +240,19 @@ impl FeelMeter {
                 if previous.norm() >= MIN_STEP_M {
                     let back = -step.dot(&previous.normalize());
                     f.max_backstep_m = f.max_backstep_m.max(back);
+                    if back > MIN_STEP_M {
+                        self.backsteps.push(Backstep {
+                            frame: world.frame(),
+                            object: id,
+                            metres: back,
+                            authority: world.authority(id).view.authority,
+                            applied,
+                            origin: history
+                                .into_iter()
+                                .flatten()
+                                .find(|a| a.frame + 3 <= world.frame()),
+                        });
+                    }
                     if back > LOGGED_BACKSTEP_M {
                         faults.push((fault, back));
                     }
@@ -225,6 +272,7 @@ impl FeelMeter {
             speed,
             flying,
             contacts,
+            applied: history,
         }
     }
 }

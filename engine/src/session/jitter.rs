@@ -21,6 +21,11 @@ pub const DEFAULT_JITTER_DELAY: Duration = Duration::from_millis(100);
 /// How long the smallest observed delay is remembered; older observations expire so the mapping follows drift.
 const DELAY_MEMORY: Duration = Duration::from_secs(3);
 
+/// The most play time slows down (a share of real time) when the delay mapping grows, as it does when the
+/// fastest delay seen expires from its window: jumping back would make the receiver's simulation run ahead of
+/// the updates it then plays, and every object it extrapolated from them would step back.
+const MAX_SLOWDOWN: f64 = 0.1;
+
 /// Samples kept per player (a little over a second at 60 Hz).
 const SAMPLES_PER_PLAYER: usize = 80;
 
@@ -95,6 +100,8 @@ pub struct FrameJitterBuffer {
     samples: [VecDeque<(f64, AvatarState)>; MAX_PLAYERS],
     /// Object updates: (sender time in seconds, id, state), oldest first.
     objects: VecDeque<(f64, u16, ObjectState)>,
+    /// The last play time handed out, and when.
+    played: Option<(Duration, f64)>,
 }
 
 impl FrameJitterBuffer {
@@ -106,6 +113,7 @@ impl FrameJitterBuffer {
             quant,
             samples: std::array::from_fn(|_| VecDeque::new()),
             objects: VecDeque::new(),
+            played: None,
         }
     }
 
@@ -156,10 +164,21 @@ impl FrameJitterBuffer {
         (0..MAX_PLAYERS as u8).filter(|&p| !self.samples[usize::from(p)].is_empty())
     }
 
-    /// The sender time being played at local time `now`, once anything arrived.
-    fn play_time(&self, now: Duration) -> Option<f64> {
+    /// The sender time being played at local time `now`, once anything arrived: `now` minus the play-out
+    /// delay and the smallest delay seen recently, moving forward at no less than [`MAX_SLOWDOWN`] under real
+    /// time when that delay grows (a faster mapping is taken at once: updates skipped forward are applied
+    /// together, the newest last).
+    fn play_time(&mut self, now: Duration) -> Option<f64> {
         let delay = self.clock.delay()?;
-        Some(now.as_secs_f64() - self.delay.as_secs_f64() - delay)
+        let target = now.as_secs_f64() - self.delay.as_secs_f64() - delay;
+        let play = match self.played {
+            Some((at, played)) if now >= at => {
+                target.max(played + (now - at).as_secs_f64() * (1.0 - MAX_SLOWDOWN))
+            }
+            _ => target,
+        };
+        self.played = Some((now, play));
+        Some(play)
     }
 
     /// The avatar of `player` to show at local time `now`: interpolated between the samples around
@@ -249,6 +268,27 @@ mod tests {
         };
         a.head = QuantizedPose::quantize(quant, [x, 1.7, 0.0], [0.0, 0.0, 0.0, 1.0]);
         a
+    }
+
+    #[test]
+    fn play_time_never_runs_back_when_the_fastest_delay_expires() {
+        let mut b = FrameJitterBuffer::new(DEFAULT_JITTER_DELAY, 60, QuantConfig::default());
+        // One packet arrives 50 ms fast, every other 100 ms late: after DELAY_MEMORY the fast one expires
+        // and the mapping grows by 50 ms.
+        let (mut last, mut at) = (f64::MIN, Duration::ZERO);
+        for frame in 0..600u16 {
+            let late = if frame == 0 { 0.05 } else { 0.1 };
+            let arrival = Duration::from_secs_f64(f64::from(frame) / 60.0 + late);
+            b.push(arrival, frame, &[], &[]);
+            let now = Duration::from_secs_f64(f64::from(frame) / 60.0 + 0.1);
+            let play = b.play_time(now).unwrap();
+            let elapsed = (now - at).as_secs_f64();
+            assert!(
+                play >= last + 0.89 * elapsed || last == f64::MIN,
+                "frame {frame}: play time {play} after {last}"
+            );
+            (last, at) = (play, now);
+        }
     }
 
     #[test]

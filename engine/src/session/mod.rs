@@ -9,6 +9,7 @@ pub mod control;
 pub mod controls;
 pub mod core;
 pub mod feel;
+pub mod flight;
 pub mod jitter;
 pub mod rate;
 pub mod scene_transfer;
@@ -22,7 +23,8 @@ pub use control::{
 };
 pub use controls::PlayerControls;
 pub use core::SessionCore;
-pub use feel::{FeelFigures, FeelMeter};
+pub use feel::{Backstep, FeelFigures, FeelMeter};
+pub use flight::{FlightLog, max_free_flight_backstep};
 pub use jitter::{DEFAULT_JITTER_DELAY, FrameJitterBuffer};
 pub use rate::RateMeter;
 pub use scene_transfer::{SceneDownload, SceneOffer, SceneTransferError, SceneUpload};

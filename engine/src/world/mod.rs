@@ -155,6 +155,8 @@ pub struct AppliedState {
     pub jump_m: f32,
     /// The physics velocity it replaced (m/s).
     pub velocity_before: Vector3<f32>,
+    /// The state written.
+    pub state: BodyState,
 }
 
 /// A body's state exactly as rapier held it, and what it quantizes to: the rest detector quantizes every free
@@ -798,6 +800,7 @@ impl World {
             frame,
             jump_m: (after.translation.vector - before.translation.vector).norm(),
             velocity_before: vec_from_rapier(velocity_before),
+            state: *state,
         });
         object.render_error = RenderError::between(&shown, &after);
         if rests {

@@ -2,7 +2,9 @@
 //! jitter, 5% loss, 1% duplication by default), bots grabbing, carrying, releasing, throwing and stacking, two
 //! guests contesting one cube in the same frame every few seconds, then an idle settle. Every peer's render and
 //! physics poses are read after every step (see `physync_engine::session::feel`): bodies drawn below the floor,
-//! free-flying objects stepping backward on peers without authority over them, rendered poses snapping; every
+//! free-flying objects stepping backward on peers without authority over them (all of them, and those whose
+//! received states the authority produced in free flight too: see `physync_engine::session::flight`),
+//! rendered poses snapping; every
 //! contest is timed until all four peers agree on who has the cube; and after the settle every guest is
 //! compared with the host.
 //!
@@ -12,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use physync_engine::session::sim::host_addr;
-use physync_engine::session::{FeelFigures, FeelMeter, PlayerControls, SessionSim, divergence};
+use physync_engine::session::{
+    FeelFigures, FeelMeter, FlightLog, PlayerControls, SessionSim, divergence,
+    max_free_flight_backstep,
+};
 use physync_engine::world::World;
 use physync_engine::world::avatar::Hand;
 use physync_engine::world::scene::{ObjectId, SceneKind};
@@ -66,6 +71,7 @@ struct Report {
     frames_observed: u64,
     max_render_below_floor_mm: f64,
     max_backstep_mm: f64,
+    max_backstep_sync_mm: f64,
     snaps_over_5cm: u64,
     snaps_over_5cm_per_min: f64,
     worst_render_jump_mm: f64,
@@ -142,6 +148,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let mut host_meter = meter();
     let mut guest_meters = vec![meter(); kinds.len()];
+    let mut host_log = FlightLog::new();
+    let mut guest_logs = vec![FlightLog::new(); kinds.len()];
     let mut resolved: Vec<Option<f64>> = Vec::new();
 
     let frame = Duration::from_secs(1) / 60;
@@ -155,6 +163,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             until,
             |now, host| {
                 host_meter.observe(host.world());
+                host_log.record(host.world());
                 if playing {
                     host_bot.act(now, host);
                 }
@@ -162,6 +171,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             |i, now, guest| {
                 if let Some(w) = guest.world() {
                     guest_meters[i].observe(w);
+                    guest_logs[i].record(w);
                 }
                 let Some(s) = guest.session_mut() else { return };
                 if playing {
@@ -216,6 +226,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let figures = guest_meters
         .iter()
         .fold(host_meter.figures(), |f, m| f.merge(m.figures()));
+    let logs: Vec<FlightLog> = std::iter::once(host_log).chain(guest_logs).collect();
+    let max_backstep_sync_m = std::iter::once(&host_meter)
+        .chain(&guest_meters)
+        .map(|m| max_free_flight_backstep(m.backsteps(), &logs))
+        .fold(0.0, f32::max);
     let contests = duel.rounds().iter().filter(|r| r.contested()).count();
     let mut times: Vec<f64> = resolved.iter().flatten().copied().collect();
     times.sort_by(f64::total_cmp);
@@ -242,6 +257,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         frames_observed: frames,
         max_render_below_floor_mm: f64::from(max_render_below_floor_m.max(0.0)) * 1000.0,
         max_backstep_mm: f64::from(max_backstep_m.max(0.0)) * 1000.0,
+        max_backstep_sync_mm: f64::from(max_backstep_sync_m) * 1000.0,
         snaps_over_5cm: snaps,
         snaps_over_5cm_per_min: snaps as f64 / minutes,
         worst_render_jump_mm: f64::from(worst_jump_m.max(0.0)) * 1000.0,
