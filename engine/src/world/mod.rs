@@ -125,11 +125,7 @@ struct Object {
     half_extents: Vector3<f32>,
     rest: RestDetector,
     at_rest: bool,
-    /// The quantized pose it rests at: its state on the wire, and its physics pose for every caller.
     rest_pose: Isometry3<f32>,
-    /// Where rapier holds its body while it rests: the rest pose, or where the last step left it when that step
-    /// let its whole contact group fall asleep (see [`World::detect_rest`]).
-    pinned: Pose,
     /// What rolling resistance takes off its speeds each step while it touches something.
     rolling: RollingLoss,
     authority: Authority,
@@ -213,10 +209,6 @@ struct Scratch {
     collided: Vec<ObjectId>,
     /// Objects whose contacts touch propagation still has to visit.
     frontier: Vec<ObjectId>,
-    /// rapier's contact islands (sorted ids) that hold an object not at rest.
-    moving_islands: Vec<u32>,
-    /// rapier's awake contact islands (sorted ids) that hold a body not flagged asleep.
-    awake_islands: Vec<u32>,
 }
 
 /// Resets a scratch vector to `len` copies of `value`, keeping its allocation.
@@ -305,7 +297,6 @@ impl World {
                     rest: RestDetector::default(),
                     at_rest: false,
                     rest_pose: pose,
-                    pinned: pose_to_rapier(&pose),
                     rolling: RollingLoss::new(
                         spec.material.rolling_resistance,
                         spec.shape.local_half_extents().min(),
@@ -412,7 +403,6 @@ impl World {
     /// a resting object that something woke from its resting pose with zero velocity. A body already there is
     /// not touched at all: rapier takes any mutable access to a body for a user change.
     fn write_back_before_step(&mut self) {
-        self.unflag_bodies_in_awake_islands();
         let quant = self.config.quant;
         let quantize = self.config.quantize_both_sides;
         for object in &mut self.objects {
@@ -423,9 +413,12 @@ impl World {
             if object.at_rest && body.is_sleeping() {
                 continue;
             }
-
             let (pose, linvel, angvel) = if object.at_rest {
-                (object.pinned, Vector::ZERO, Vector::ZERO)
+                (
+                    pose_to_rapier(&object.rest_pose),
+                    Vector::ZERO,
+                    Vector::ZERO,
+                )
             } else if quantize {
                 rapier_state(
                     &quant,
@@ -442,42 +435,6 @@ impl World {
             body.set_position(pose, wake);
             body.set_linvel(linvel, wake);
             body.set_angvel(angvel, wake);
-        }
-    }
-
-    /// A resting body is flagged asleep so that rapier can put its whole contact island to sleep. When
-    /// something else in that island is awake going into a step (rapier woke it, or a write did), the island
-    /// stays awake, and rapier would integrate the flagged body under gravity alone, skipping its contacts:
-    /// it would sink, and what rests on it or beside it would sink into it. Such bodies are woken weakly
-    /// (still eligible for sleep) so that the step solves their contacts; the rest rule flags them again
-    /// after it.
-    fn unflag_bodies_in_awake_islands(&mut self) {
-        let (bodies, islands) = (&self.physics.bodies, &self.physics.islands);
-        let awake = &mut self.scratch.awake_islands;
-        awake.clear();
-        awake.extend(islands.active_bodies().filter_map(|h| {
-            let body = &bodies[h];
-            (body.is_dynamic() && !body.is_sleeping())
-                .then(|| islands.persistent_island_of(bodies, h))
-                .flatten()
-        }));
-        if awake.is_empty() {
-            return;
-        }
-        awake.sort_unstable();
-        awake.dedup();
-        for object in &self.objects {
-            let body = &self.physics.bodies[object.body];
-            if object.at_rest
-                && body.is_sleeping()
-                && self
-                    .physics
-                    .islands
-                    .persistent_island_of(&self.physics.bodies, object.body)
-                    .is_some_and(|id| self.scratch.awake_islands.binary_search(&id).is_ok())
-            {
-                self.physics.bodies[object.body].wake_up(false);
-            }
         }
     }
 
@@ -583,17 +540,6 @@ impl World {
             scratch.touches_held[a] |= self.objects[b].holder.is_some();
             scratch.touches_held[b] |= self.objects[a].holder.is_some();
         }
-        let physics = &self.physics;
-        scratch.moving_islands.clear();
-        scratch
-            .moving_islands
-            .extend(self.objects.iter().filter(|o| !o.at_rest).filter_map(|o| {
-                physics
-                    .islands
-                    .persistent_island_of(&physics.bodies, o.body)
-            }));
-        scratch.moving_islands.sort_unstable();
-        scratch.moving_islands.dedup();
         for (i, object) in self.objects.iter_mut().enumerate() {
             let (stirred, touches_held, supported) = (
                 scratch.stirred[i],
@@ -607,56 +553,17 @@ impl World {
                 continue;
             }
             if object.at_rest {
-                // A body we flagged asleep whose contact island rapier kept awake (something in it is not
-                // flagged) is still integrated, under gravity alone: its contacts are skipped. That motion is
-                // not the world's, so it neither disturbs the object nor stays: the body goes back where it
-                // slept. Without this it sinks faster each step until it counts as disturbed, wakes, settles
-                // and rests again, forever.
-                let flagged = body.is_sleeping();
                 let disturbed = stirred
                     || !supported
-                    || (!flagged
-                        && (body.linvel().length() > WAKE_LINEAR_SPEED
-                            || body.angvel().length() > WAKE_ANGULAR_SPEED));
+                    || body.linvel().length() > WAKE_LINEAR_SPEED
+                    || body.angvel().length() > WAKE_ANGULAR_SPEED;
                 if disturbed {
-                    // It resumes from its rest pose, moved by what this step did to the body.
-                    let now = if flagged {
-                        object.pinned
-                    } else {
-                        *body.position()
-                    };
-                    let resumed =
-                        moved_like(&pose_to_rapier(&object.rest_pose), &object.pinned, &now);
                     object.at_rest = false;
                     object.rest.clear();
-                    let body = &mut self.physics.bodies[object.body];
-                    if flagged {
-                        body.sleep();
-                    }
-                    body.set_position(resumed, true);
-                    body.wake_up(true);
-                } else if flagged {
-                    if *body.position() != object.pinned {
-                        let body = &mut self.physics.bodies[object.body];
-                        body.set_position(object.pinned, false);
-                        body.sleep();
-                    }
+                    self.physics.bodies[object.body].wake_up(true);
                 } else if !body.is_sleeping() {
-                    // Rapier woke it (a neighbour was written or started touching) and the step nudged it.
-                    // While something in its contact group moves, it goes back to its rest pose. Once the
-                    // whole group rests, it sleeps where it is: a write would wake it and its neighbours
-                    // again (rapier takes it for a user change), and rapier would never let the group
-                    // sleep. Its state stays the rest pose.
-                    let moving_island = self
-                        .physics
-                        .islands
-                        .persistent_island_of(&self.physics.bodies, object.body)
-                        .is_some_and(|id| scratch.moving_islands.binary_search(&id).is_ok());
                     let body = &mut self.physics.bodies[object.body];
-                    if moving_island {
-                        body.set_position(pose_to_rapier(&object.rest_pose), false);
-                    }
-                    object.pinned = *body.position();
+                    body.set_position(pose_to_rapier(&object.rest_pose), false);
                     body.sleep();
                 }
                 continue;
@@ -676,9 +583,8 @@ impl World {
             if object.rest.push(&sample) {
                 object.at_rest = true;
                 object.rest_pose = pose;
-                object.pinned = pose_to_rapier(&pose);
                 let body = &mut self.physics.bodies[object.body];
-                body.set_position(object.pinned, false);
+                body.set_position(pose_to_rapier(&pose), false);
                 body.sleep();
             }
         }
@@ -784,18 +690,13 @@ impl World {
         if object.holder.is_some() {
             return;
         }
-        let after = state_pose(&quant, state);
-        let rests = state.at_rest && self.config.at_rest_detection;
-        if rests && object.at_rest && object.rest_pose == after {
-            // Already held there: a write would only wake it and everything it touches.
-            return;
-        }
         let shown = self.render_pose(id);
         let frame = self.frame;
         let object = &mut self.objects[usize::from(id)];
         let body = &mut self.physics.bodies[object.body];
         let (before, velocity_before) = (pose_from_rapier(body.position()), body.linvel());
         write_body(body, &quant, state);
+        let after = state_pose(&quant, state);
         object.applied = Some(AppliedState {
             frame,
             jump_m: (after.translation.vector - before.translation.vector).norm(),
@@ -803,11 +704,9 @@ impl World {
             state: *state,
         });
         object.render_error = RenderError::between(&shown, &after);
-        if rests {
+        if state.at_rest && self.config.at_rest_detection {
             object.at_rest = true;
             object.rest_pose = after;
-            object.pinned = *body.position();
-            body.sleep();
         } else {
             object.at_rest = false;
             object.rest.clear();
@@ -850,14 +749,9 @@ impl World {
         Ok(verdict)
     }
 
-    /// The physics pose of an object; while it rests, the quantized pose it is held at (its body may sleep a
-    /// step's nudge away from it, see [`World::detect_rest`]).
+    /// The physics pose of an object.
     pub fn physics_pose(&self, id: ObjectId) -> Isometry3<f32> {
-        let object = &self.objects[usize::from(id)];
-        if object.at_rest {
-            return object.rest_pose;
-        }
-        pose_from_rapier(self.physics.bodies[object.body].position())
+        pose_from_rapier(self.physics.bodies[self.objects[usize::from(id)].body].position())
     }
 
     /// The pose to draw: physics pose plus the correction still being blended out, never lower than the
@@ -1030,18 +924,6 @@ fn closing_speed(pair: &ContactPair, closing: &Vector3<f32>) -> f32 {
         .filter(|m| !m.data.solver_contacts.is_empty())
         .map(|m| vec_from_rapier(m.data.normal).dot(closing).abs())
         .fold(0.0, f32::max)
-}
-
-/// `rest` moved the way a body moved from `before` to `now`: translated by the same offset and turned by the
-/// same rotation about its own origin. A resting body woken from where it slept resumes from its rest pose so.
-fn moved_like(rest: &Pose, before: &Pose, now: &Pose) -> Pose {
-    if rest == before {
-        return *now;
-    }
-    Pose::from_parts(
-        rest.translation + (now.translation - before.translation),
-        (now.rotation * before.rotation.inverse() * rest.rotation).normalize(),
-    )
 }
 
 /// Quantizes a rapier body's state with the codec.
