@@ -652,7 +652,7 @@ impl<'a> ArithReadStream<'a> {
 
     /// Checks that the decoder consumed every byte: the encoder's flush ends exactly where the decoder stops.
     pub fn finish(&self) -> Result<(), CodecError> {
-        if self.dec.position() != self.dec.len() {
+        if !self.dec.is_at_end() {
             return Err(CodecError::Invalid {
                 field: "trailing bytes",
             });

@@ -16,8 +16,12 @@ const TOP: u32 = 1 << 24;
 /// The starting probability of an adaptive bit model: even odds.
 pub const PROB_INIT: u16 = PROB_ONE / 2;
 
-/// Bytes a finished stream carries beyond the bytes already shifted out (the flush).
-const FLUSH_BYTES: usize = 4;
+/// Bytes a finished stream carries beyond the bytes already shifted out (the flush): the final value is chosen
+/// with its three low bytes zero, so only its top byte is written.
+const FLUSH_BYTES: usize = 1;
+
+/// Zero bytes the decoder reads past the end of its input: the ones the flush leaves out.
+const IMPLIED_ZEROS: usize = 4 - FLUSH_BYTES;
 
 /// The widest group of even-odds bits coded in one step: the range (at least 2^24 between steps) keeps 8 bits.
 const DIRECT_CHUNK: u32 = 16;
@@ -124,8 +128,11 @@ impl RangeEncoder {
         self.shifts = c.shifts;
     }
 
-    /// Flushes the registers and returns exactly [`RangeEncoder::finished_len`] bytes.
+    /// Flushes the registers and returns exactly [`RangeEncoder::finished_len`] bytes. Any value in
+    /// `[low, low + range)` decodes the same; the range holds at least 2^24, so that interval contains a multiple of
+    /// 2^24, whose three low bytes the decoder reads as implied zeros.
     pub fn finish(mut self) -> Vec<u8> {
+        self.low = (self.low + u64::from(TOP - 1)) & !u64::from(TOP - 1);
         for _ in 0..=FLUSH_BYTES {
             self.shift_low();
         }
@@ -203,9 +210,15 @@ impl<'a> RangeDecoder<'a> {
         Ok(d)
     }
 
-    /// Bytes consumed so far.
+    /// Bytes consumed so far, counting the implied zeros after the input.
     pub fn position(&self) -> usize {
         self.pos
+    }
+
+    /// True once the decoder has read exactly what the encoder's flush stands for: every byte of the input and
+    /// the implied zeros after it.
+    pub fn is_at_end(&self) -> bool {
+        self.pos == self.input.len() + IMPLIED_ZEROS
     }
 
     /// Length of the input.
@@ -270,7 +283,11 @@ impl<'a> RangeDecoder<'a> {
 
     #[inline]
     fn next_byte(&mut self) -> Result<u8, CodecError> {
-        let b = *self.input.get(self.pos).ok_or(CodecError::Truncated)?;
+        let b = match self.input.get(self.pos) {
+            Some(&b) => b,
+            None if self.pos < self.input.len() + IMPLIED_ZEROS => 0,
+            None => return Err(CodecError::Truncated),
+        };
         self.pos += 1;
         Ok(b)
     }
@@ -304,7 +321,44 @@ mod tests {
         for &(b, _) in &bits {
             assert_eq!(d.decode_bit(&mut p).unwrap(), b);
         }
-        assert_eq!(d.position(), out.len());
+        assert!(d.is_at_end());
+    }
+
+    #[test]
+    fn the_flush_is_one_byte_and_every_cut_or_extra_byte_is_caught() {
+        for seed in 0..64u32 {
+            let bits: Vec<(bool, usize)> = (0..300u32)
+                .map(|i| {
+                    (
+                        (i.wrapping_mul(2_654_435_761) ^ seed.wrapping_mul(40_503)) % 7 < 2,
+                        0,
+                    )
+                })
+                .collect();
+            let mut probs = [PROB_INIT];
+            let mut e = RangeEncoder::new();
+            for &(b, _) in &bits {
+                e.encode_bit(&mut probs[0], b);
+            }
+            let shifted = e.shifts;
+            let out = e.finish();
+            assert_eq!(out.len(), shifted + 1);
+            let decodes = |bytes: &[u8]| -> Result<bool, CodecError> {
+                let mut d = RangeDecoder::new(bytes)?;
+                let mut p = PROB_INIT;
+                for &(b, _) in &bits {
+                    if d.decode_bit(&mut p)? != b {
+                        return Ok(false);
+                    }
+                }
+                Ok(d.is_at_end())
+            };
+            assert_eq!(decodes(&out), Ok(true));
+            let mut longer = out.clone();
+            longer.push(0);
+            assert_ne!(decodes(&longer), Ok(true));
+            assert_ne!(decodes(&out[..out.len() - 1]), Ok(true));
+        }
     }
 
     #[test]
@@ -341,10 +395,7 @@ mod tests {
         let mut p = PROB_INIT;
         let r: Result<Vec<bool>, _> = bits.iter().map(|_| d.decode_bit(&mut p)).collect();
         assert_eq!(r, Err(CodecError::Truncated));
-        assert_eq!(
-            RangeDecoder::new(&[1, 2]).err(),
-            Some(CodecError::Truncated)
-        );
+        assert_eq!(RangeDecoder::new(&[]).err(), Some(CodecError::Truncated));
     }
 
     /// The coder as first written (LZMA's textbook loop: every shift through the carry path, one byte at a time):
@@ -411,6 +462,7 @@ mod tests {
                 e.normalize();
             }
         }
+        e.low = (e.low + u64::from(TOP - 1)) & !u64::from(TOP - 1);
         for _ in 0..=FLUSH_BYTES {
             e.shift_low();
         }
