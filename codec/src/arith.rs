@@ -467,6 +467,15 @@ impl ArithWriteStream {
         }
     }
 
+    /// A stream that prices values under this one's models as they stand, without coding or learning anything.
+    pub fn pricing(&self) -> ArithPricing<'_> {
+        ArithPricing {
+            models: &self.models,
+            table: price_table(),
+            price: 0,
+        }
+    }
+
     /// Flushes the coder and returns the bytes.
     pub fn finish(self) -> Vec<u8> {
         self.enc.finish()
@@ -573,6 +582,142 @@ impl Stream for ArithWriteStream {
         self.name(ctx);
         let c = self.models.head(ctx);
         self.bit(c + FLAG, *value);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
+        check_range(ctx, i64::from(*value), min, max)?;
+        self.value(ctx, i64::from(*value), i64::from(min), i64::from(max));
+        Ok(())
+    }
+
+    fn bits(&mut self, ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError> {
+        let max = (1u64 << bits.min(32)) - 1;
+        if u64::from(*value) > max {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        self.value(ctx, i64::from(*value), 0, max as i64);
+        Ok(())
+    }
+}
+
+/// Bits a decision costs, in units of `1 / PRICE_SCALE` bits.
+const PRICE_SCALE: f64 = 256.0;
+
+/// What coding a 0 costs under each probability of 0 (`-log2(p0 / PROB_ONE)` in units of `1 / PRICE_SCALE`
+/// bits, `p0` in `0..=PROB_ONE`); a 1 costs the entry at `PROB_ONE - p0`.
+fn price_table() -> &'static [u32] {
+    static TABLE: OnceLock<Vec<u32>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=PROB_ONE)
+            .map(|p| {
+                let p = f64::from(p.max(1)) / f64::from(PROB_ONE);
+                (-p.log2() * PRICE_SCALE).round() as u32
+            })
+            .collect()
+    })
+}
+
+/// Prices values as an [`ArithWriteStream`] would code them now, under its current models, without coding them or
+/// updating the models: the encoder runs each path an entry could take through one and codes the cheapest (see
+/// [`ArithWriteStream::pricing`]). Decisions of one value that share a model are priced at the model's current
+/// probability, not the one the coder would have adapted to after the first.
+#[derive(Debug, Clone, Copy)]
+pub struct ArithPricing<'a> {
+    models: &'a Models,
+    table: &'a [u32],
+    price: u32,
+}
+
+impl<'a> ArithPricing<'a> {
+    /// Bits priced so far.
+    pub fn priced_bits(&self) -> f64 {
+        f64::from(self.price) / PRICE_SCALE
+    }
+
+    /// The models the stream would code `part` of `ctx`'s block with, from the block's start: the models
+    /// themselves if the stream has used that part, else their priors (the stream resets a part on first use).
+    #[inline(always)]
+    fn block(&self, ctx: Ctx, part: u32) -> &'a [u16] {
+        let slot = ctx.slot();
+        let used = self
+            .models
+            .fresh
+            .get(slot)
+            .is_some_and(|f| f & (1 << part) != 0);
+        let models: &'a Models = self.models;
+        let table: &'a [u16] = if used { &models.probs } else { models.priors };
+        table.get(slot * PER_CTX..).unwrap_or(&[])
+    }
+
+    #[inline(always)]
+    fn bit(&mut self, models: &[u16], offset: usize, bit: bool) {
+        let p0 = models.get(offset).copied().unwrap_or(PROB_INIT);
+        let p = if bit { PROB_ONE - p0 } else { p0 };
+        let cost = self.table.get(usize::from(p)).copied().unwrap_or(0);
+        self.price = self.price.saturating_add(cost);
+    }
+
+    /// Prices what [`ArithWriteStream::value`] codes; inlined like it, so a small range known where it is
+    /// called prices its tree without branching on the range.
+    #[inline(always)]
+    fn value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
+        if max - min <= SMALL_SPAN {
+            let x = (value - min) as u32;
+            let levels = bit_length((max - min) as u64);
+            let models = self.block(ctx, PART_SMALL + levels);
+            let mut node = 1usize;
+            for i in (0..levels).rev() {
+                let b = (x >> i) & 1 != 0;
+                self.bit(models, SMALL + tree_slot(levels, node), b);
+                node = node * 2 + usize::from(b);
+            }
+            return;
+        }
+        self.wide_value(ctx, value, min, max);
+    }
+
+    /// Prices what [`ArithWriteStream::wide_value`] codes.
+    fn wide_value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
+        let sh = shape(min, max);
+        let d = value - sh.base;
+        let m = d.unsigned_abs();
+        let k = bit_length(m);
+        let models = self.block(ctx, PART_BUCKET + sh.levels);
+        let mut node = 1usize;
+        for i in (0..sh.levels).rev() {
+            let b = (k >> i) & 1 != 0;
+            self.bit(models, BUCKET + tree_slot(sh.levels, node), b);
+            node = node * 2 + usize::from(b);
+        }
+        if k == 0 {
+            return;
+        }
+        if sh.below && sh.above {
+            self.bit(self.block(ctx, PART_HEAD), SIGN, d < 0);
+        }
+        if k >= 2 {
+            let models = self.block(ctx, PART_MANTISSA);
+            let c = MANTISSA + MANTISSA_MODELS * k as usize;
+            let first = (m >> (k - 2)) & 1 != 0;
+            self.bit(models, c, first);
+            if k >= 3 {
+                self.bit(models, c + 1 + usize::from(first), (m >> (k - 3)) & 1 != 0);
+            }
+        }
+        if k >= 4 {
+            self.price = self.price.saturating_add((k - 3) * PRICE_SCALE as u32);
+        }
+    }
+}
+
+impl Stream for ArithPricing<'_> {
+    const READING: bool = false;
+
+    #[inline(always)]
+    fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
+        self.bit(self.block(ctx, PART_HEAD), FLAG, *value);
         Ok(())
     }
 

@@ -7,8 +7,8 @@ use crate::quant::bits_for;
 use crate::stream::{Ctx, Stream, check_range};
 
 /// Writes values as fixed-width bit fields, most significant bit first. Fields gather in a 64-bit accumulator that
-/// goes to the bitstream-io writer a whole 64-bit word at a time, which keeps the per-field cost to a shift and
-/// an or.
+/// goes to the bitstream-io writer's byte vector a whole 64-bit word at a time, which keeps the per-field cost to a
+/// shift and an or.
 pub struct BitWriteStream {
     writer: BitWriter<Vec<u8>, BigEndian>,
     /// Pending bits, right-aligned; always fewer than 64.
@@ -95,9 +95,18 @@ impl BitWriteStream {
         let word = (self.acc << free) | (u64::from(value) >> rest);
         self.acc = u64::from(value) & ((1u64 << rest) - 1);
         self.acc_bits = rest;
-        self.writer
-            .write::<64, u64>(word)
-            .map_err(|_| CodecError::Overflow)
+        // Only whole words reach the writer until `finish`, so it is byte-aligned here and its byte vector takes the
+        // word directly: bitstream-io's bit-level `write` cost about 100 instructions a word.
+        match self.writer.writer() {
+            Some(bytes) => {
+                bytes.extend_from_slice(&word.to_be_bytes());
+                Ok(())
+            }
+            None => self
+                .writer
+                .write::<64, u64>(word)
+                .map_err(|_| CodecError::Overflow),
+        }
     }
 }
 

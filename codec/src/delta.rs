@@ -12,22 +12,60 @@ use crate::error::CodecError;
 use crate::quant::bits_for;
 use crate::stream::{Ctx, MeasureStream, Stream};
 
-/// The entry's tags, each under a context of the baseline's motion class (see [`DeltaState::motion_class`]).
-const UNCHANGED: [Ctx; MOTION_CLASSES] = [
-    Ctx::new(0, "unchanged flag"),
-    Ctx::new(32, "unchanged flag, slow baseline"),
-    Ctx::new(33, "unchanged flag, moving baseline"),
+/// The entry's tags, each under a context of the baseline's motion class (see [`DeltaState::motion_class`]) and of
+/// whether the entry before it in the section changed (moving objects come in runs of neighbouring ids: a pile, a
+/// ball gathered by a force).
+const UNCHANGED: [[Ctx; MOTION_CLASSES]; 2] = [
+    [
+        Ctx::new(0, "unchanged flag"),
+        Ctx::new(32, "unchanged flag, slow baseline"),
+        Ctx::new(33, "unchanged flag, moving baseline"),
+    ],
+    [
+        Ctx::new(159, "unchanged flag, after a change"),
+        Ctx::new(160, "unchanged flag, slow baseline, after a change"),
+        Ctx::new(161, "unchanged flag, moving baseline, after a change"),
+    ],
 ];
-const PERFECT: [Ctx; MOTION_CLASSES] = [
-    Ctx::new(1, "perfect prediction flag"),
-    Ctx::new(34, "perfect prediction flag, slow baseline"),
-    Ctx::new(35, "perfect prediction flag, moving baseline"),
+/// The perfect-prediction flag and the path tag, by the baseline's motion class and the class of the step the
+/// prediction takes from the baseline (see [`DeltaState::prediction_class`]).
+const PERFECT: [[Ctx; MOTION_CLASSES]; PREDICTION_CLASSES] = [
+    [
+        Ctx::new(1, "perfect prediction flag"),
+        Ctx::new(34, "perfect prediction flag, slow baseline"),
+        Ctx::new(35, "perfect prediction flag, moving baseline"),
+    ],
+    [
+        Ctx::new(162, "perfect prediction flag, small step"),
+        Ctx::new(163, "perfect prediction flag, slow baseline, small step"),
+        Ctx::new(164, "perfect prediction flag, moving baseline, small step"),
+    ],
+    [
+        Ctx::new(165, "perfect prediction flag, large step"),
+        Ctx::new(166, "perfect prediction flag, slow baseline, large step"),
+        Ctx::new(167, "perfect prediction flag, moving baseline, large step"),
+    ],
 ];
-const PATH: [Ctx; MOTION_CLASSES] = [
-    Ctx::new(2, "encoding path"),
-    Ctx::new(36, "encoding path, slow baseline"),
-    Ctx::new(37, "encoding path, moving baseline"),
+const PATH: [[Ctx; MOTION_CLASSES]; PREDICTION_CLASSES] = [
+    [
+        Ctx::new(2, "encoding path"),
+        Ctx::new(36, "encoding path, slow baseline"),
+        Ctx::new(37, "encoding path, moving baseline"),
+    ],
+    [
+        Ctx::new(177, "encoding path, small step"),
+        Ctx::new(178, "encoding path, slow baseline, small step"),
+        Ctx::new(179, "encoding path, moving baseline, small step"),
+    ],
+    [
+        Ctx::new(180, "encoding path, large step"),
+        Ctx::new(181, "encoding path, slow baseline, large step"),
+        Ctx::new(182, "encoding path, moving baseline, large step"),
+    ],
 ];
+
+/// Number of classes [`DeltaState::prediction_class`] may return.
+pub const PREDICTION_CLASSES: usize = 3;
 
 /// Number of motion classes [`DeltaState::motion_class`] may return.
 pub const MOTION_CLASSES: usize = 3;
@@ -99,6 +137,15 @@ pub trait DeltaState: Copy + PartialEq + Default {
     /// a fraction of a bit while a moving one's does not skew it. Types without motion keep the default, 0.
     #[inline]
     fn motion_class(&self) -> usize {
+        0
+    }
+
+    /// How far `prediction` moved from `baseline`, in `0..PREDICTION_CLASSES` (0: not at all, 1: a little, 2: far):
+    /// the perfect-prediction flag and the path tag are coded under a context of it (a prediction that stands
+    /// still is often exact, one that moves far is seldom beaten by the baseline). Types without motion keep the
+    /// default, 0.
+    #[inline]
+    fn prediction_class(_prediction: &Self, _baseline: &Self) -> usize {
         0
     }
 
@@ -230,41 +277,40 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
     baseline: Option<&T>,
     prediction: Option<&T>,
 ) -> Result<(), CodecError> {
-    serialize_entry_lazy(
-        s,
-        config,
-        value,
-        path,
-        baseline,
-        |_| Ok(prediction.copied()),
-    )
+    serialize_entry_lazy(s, config, value, path, baseline, false, |_| {
+        Ok(prediction.copied())
+    })
 }
 
 /// [`serialize_entry`] with the prediction computed only when the entry needs it (not for an unchanged entry,
 /// most of a packet): `prediction(s)` runs right after the unchanged flag and must return what `T::predict` from
 /// the baseline does, or what `T::predict_from_history` does from the older state it serializes on `s` (the
-/// packet layer names that state there, so an unchanged entry pays nothing for it).
+/// packet layer names that state there, so an unchanged entry pays nothing for it). `after_change` says whether
+/// the entry before this one in its section changed (was not [`DeltaPath::Unchanged`]): the tags' contexts.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
     s: &mut S,
     config: &T::Config,
     value: &mut T,
     path: &mut DeltaPath,
     baseline: Option<&T>,
+    after_change: bool,
     prediction: impl FnOnce(&mut S) -> Result<Option<T>, CodecError>,
 ) -> Result<(), CodecError> {
     let Some(base) = baseline else {
         if !S::READING && *path != DeltaPath::Absolute {
             return Err(CodecError::Invalid {
-                field: PATH[0].name,
+                field: PATH[0][0].name,
             });
         }
         *path = DeltaPath::Absolute;
         return T::serialize_absolute(s, config, value);
     };
     let class = base.motion_class().min(MOTION_CLASSES - 1);
+    let near = usize::from(after_change);
     let mut unchanged = *path == DeltaPath::Unchanged;
-    s.bool(UNCHANGED[class], &mut unchanged)?;
+    s.bool(UNCHANGED[near][class], &mut unchanged)?;
     if unchanged {
         *path = DeltaPath::Unchanged;
         *value = *base;
@@ -272,9 +318,12 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
     }
     let predicted = prediction(s)?;
     let prediction = predicted.as_ref();
+    let step = prediction.map_or(0, |p| {
+        T::prediction_class(p, base).min(PREDICTION_CLASSES - 1)
+    });
     if let Some(p) = prediction {
         let mut perfect = *path == DeltaPath::Predicted;
-        s.bool(PERFECT[class], &mut perfect)?;
+        s.bool(PERFECT[step][class], &mut perfect)?;
         if perfect {
             *path = DeltaPath::Predicted;
             *value = *p;
@@ -290,11 +339,11 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
     };
     if !S::READING && tag < first {
         return Err(CodecError::Invalid {
-            field: PATH[class].name,
+            field: PATH[step][class].name,
         });
     }
     let mut coded = tag - first;
-    s.int(PATH[class], &mut coded, 0, 2 - first)?;
+    s.int(PATH[step][class], &mut coded, 0, 2 - first)?;
     tag = coded + first;
     match (tag, prediction) {
         (0, Some(p)) => {

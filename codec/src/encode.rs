@@ -105,6 +105,36 @@ pub fn vec_residual<S: Stream>(
     value: &mut [i32; 3],
     reference: &[i32; 3],
 ) -> Result<(), CodecError> {
+    vec_residual_chained(
+        s,
+        ctx.bucket,
+        |i, _| ctx.axes[i],
+        [0, 0],
+        [false; 3],
+        buckets,
+        value,
+        reference,
+    )
+}
+
+/// [`vec_residual`] with component `i`'s context chosen by `axis(i, class)`, where `class` says how large the
+/// largest component coded before it in the same vector was: 0 for none (or the first component), 1 up to
+/// `classes[0]`, 2 up to `classes[1]`, 3 beyond. A body knocked off its prediction is off on every axis, and with
+/// a bound of a class at the bucket's floor the last component's context also says whether it must reach it.
+/// Component `i` goes with its sign flipped where `flip[i]`: a residual coded relative to the direction the
+/// prediction stepped, so its sign model learns "overshot" against "fell short" rather than a direction.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn vec_residual_chained<S: Stream>(
+    s: &mut S,
+    bucket_ctx: Ctx,
+    axis: impl Fn(usize, usize) -> Ctx,
+    classes: [i64; 2],
+    flip: [bool; 3],
+    buckets: Buckets,
+    value: &mut [i32; 3],
+    reference: &[i32; 3],
+) -> Result<(), CodecError> {
     let mut diff = [0i32; 3];
     let mut bucket = 0i32;
     if !S::READING {
@@ -120,15 +150,25 @@ pub fn vec_residual<S: Stream>(
                 .iter()
                 .position(|&b| largest <= i64::from(b))
                 .ok_or(CodecError::Invalid {
-                    field: ctx.bucket.name,
+                    field: bucket_ctx.name,
                 })? as i32;
         }
     }
-    s.int(ctx.bucket, &mut bucket, 0, 3)?;
+    s.int(bucket_ctx, &mut bucket, 0, 3)?;
     if bucket > 0 {
         let bound = buckets.0[(bucket - 1) as usize];
-        for (axis, d) in ctx.axes.iter().zip(diff.iter_mut()) {
-            s.int(*axis, d, -bound, bound)?;
+        let mut so_far = 0i64;
+        for (i, d) in diff.iter_mut().enumerate() {
+            let class = match so_far {
+                0 => 0,
+                m if m <= classes[0] => 1,
+                m if m <= classes[1] => 2,
+                _ => 3,
+            };
+            let mut coded = if flip[i] { -*d } else { *d };
+            s.int(axis(i, class), &mut coded, -bound, bound)?;
+            *d = if flip[i] { -coded } else { coded };
+            so_far = so_far.max(i64::from(*d).abs());
         }
     }
     if S::READING {
@@ -214,9 +254,14 @@ fn rotation_residual<S: Stream>(
     r: &mut QuantizedRotation,
     reference: &QuantizedRotation,
     ctx: &VecCtx,
+    chained: Option<([usize; 3], [bool; 3])>,
 ) -> Result<(), CodecError> {
     let mut same = r.largest == reference.largest;
-    s.bool(SAME_LARGEST, &mut same)?;
+    let same_ctx = match chained {
+        Some(_) => SAME_LARGEST_BY_MARGIN[largest_margin_class(quant, reference)],
+        None => SAME_LARGEST,
+    };
+    s.bool(same_ctx, &mut same)?;
     if !same {
         // The largest component changed (a cube tumbling past 90°): the reference re-expressed with the new
         // largest component is still near, so a residual against it, not the whole rotation.
@@ -245,9 +290,16 @@ fn rotation_residual<S: Stream>(
         return Ok(());
     }
     r.largest = reference.largest;
-    vec_residual(
+    vec_residual_chained(
         s,
-        ctx,
+        ctx.bucket,
+        |i, class| match (class, chained) {
+            (0, _) if i == 0 => ctx.axes[0],
+            (c, Some((steps, _))) => ROTATION_AFTER[steps[i]][c],
+            (c, None) => ROTATION_PLAIN_AFTER[c],
+        },
+        [ROTATION_BUCKETS.0[0].into(), ROTATION_BUCKETS.0[1].into()],
+        chained.map_or([false; 3], |(_, back)| back),
         ROTATION_BUCKETS,
         &mut r.components,
         &reference.components,
@@ -270,14 +322,37 @@ fn body_residual<S: Stream>(
     motion: Option<&Motion>,
 ) -> Result<(), CodecError> {
     let quant = &config.quant;
-    s.bool(AT_REST, &mut b.at_rest)?;
-    let position = motion.map_or(POSITION, Motion::position_ctx);
-    vec_residual(s, &position, POSITION_BUCKETS, &mut b.position, &r.position)?;
+    let at_rest = motion.map_or(AT_REST, |m| {
+        AT_REST_BY_STEP[m.position.iter().copied().max().unwrap_or(0)]
+    });
+    s.bool(at_rest, &mut b.at_rest)?;
+    vec_residual_chained(
+        s,
+        motion.map_or(POSITION.bucket, |m| m.position_bucket_ctx(b.at_rest)),
+        |i, class| match (motion, i, class) {
+            (Some(m), _, _) => m.position_axis_ctx(i, class),
+            (None, _, 0) => POSITION.axes[i],
+            (None, 1, c) => POSITION_PLAIN_AFTER[0][c - 1],
+            (None, _, c) => POSITION_PLAIN_AFTER[1][c - 1],
+        },
+        [3, POSITION_BUCKETS.0[0].into()],
+        motion.map_or([false; 3], |m| m.position_back),
+        POSITION_BUCKETS,
+        &mut b.position,
+        &r.position,
+    )?;
     check_bounds(&quant.position, &b.position, ABS_POSITION)?;
     let rotation = motion.map_or(ROTATION, |m| {
         m.rotation_ctx(bucket_of(POSITION_BUCKETS, &b.position, &r.position))
     });
-    rotation_residual(s, quant, &mut b.rotation, &r.rotation, &rotation)?;
+    rotation_residual(
+        s,
+        quant,
+        &mut b.rotation,
+        &r.rotation,
+        &rotation,
+        motion.map(|m| (m.rotation, m.rotation_back)),
+    )?;
     if config.pose_only {
         velocities_off::<S>(b)?;
     } else if b.at_rest {
@@ -402,6 +477,45 @@ fn signed_class(d: i64) -> usize {
         1 => 1 + usize::from(d < 0),
         2 => 3 + usize::from(d < 0),
         _ => 5 + usize::from(d < 0),
+    }
+}
+
+/// The same-largest flag of a prediction error, by how far the predicted rotation's largest component is ahead of
+/// the next largest (see [`largest_margin_class`]): a rotation near the 45° line where two components swap changes
+/// its largest component far more often.
+const SAME_LARGEST_BY_MARGIN: [Ctx; 4] = [
+    Ctx::new(168, "same largest rotation component, margin 0-4"),
+    Ctx::new(169, "same largest rotation component, margin 5-16"),
+    Ctx::new(170, "same largest rotation component, margin 17-64"),
+    Ctx::new(171, "same largest rotation component, margin 65+"),
+];
+
+/// A prediction error's at-rest flag, by the largest class of the predicted position step: a body predicted to
+/// move is seldom found at rest.
+const AT_REST_BY_STEP: [Ctx; MOTION_STEPS] = [
+    Ctx::new(172, "at rest, no step"),
+    Ctx::new(173, "at rest, step 1-3"),
+    Ctx::new(174, "at rest, step 4-15"),
+    Ctx::new(175, "at rest, step 16-63"),
+    Ctx::new(176, "at rest, step 64+"),
+];
+
+/// How far `r`'s largest component is ahead of its next largest, in quantizer steps, as a class: 0 up to 4, 1 up
+/// to 16, 2 up to 64, 3 beyond.
+#[inline]
+fn largest_margin_class(quant: &QuantConfig, r: &QuantizedRotation) -> usize {
+    let q = rotation_full(quant, r);
+    let largest = usize::from(r.largest & 3);
+    let next = (0..4)
+        .filter(|&i| i != largest)
+        .map(|i| q[i].abs())
+        .max()
+        .unwrap_or(0);
+    match q[largest].abs() - next {
+        ..=4 => 0,
+        5..=16 => 1,
+        17..=64 => 2,
+        _ => 3,
     }
 }
 
@@ -714,6 +828,10 @@ const MOTION_STEPS: usize = 5;
 struct Motion {
     position: [usize; 3],
     rotation: [usize; 3],
+    /// Per position axis and rotation component, whether the prediction stepped toward negative values: the
+    /// residual is coded with its sign flipped there (see [`vec_residual_chained`]).
+    position_back: [bool; 3],
+    rotation_back: [bool; 3],
 }
 
 impl Motion {
@@ -721,7 +839,9 @@ impl Motion {
     fn between(baseline: &BodyState, prediction: &BodyState) -> Self {
         let step = |a: i32, b: i32| step_class(i64::from(a) - i64::from(b));
         let position = [0, 1, 2].map(|i| step(prediction.position[i], baseline.position[i]));
-        let rotation = if prediction.rotation.largest == baseline.rotation.largest {
+        let position_back = [0, 1, 2].map(|i| prediction.position[i] < baseline.position[i]);
+        let same = prediction.rotation.largest == baseline.rotation.largest;
+        let rotation = if same {
             [0, 1, 2].map(|i| {
                 step(
                     prediction.rotation.components[i],
@@ -731,15 +851,35 @@ impl Motion {
         } else {
             [MOTION_STEPS - 1; 3]
         };
-        Self { position, rotation }
+        let rotation_back = [0, 1, 2]
+            .map(|i| same && prediction.rotation.components[i] < baseline.rotation.components[i]);
+        Self {
+            position,
+            rotation,
+            position_back,
+            rotation_back,
+        }
     }
 
     #[inline]
-    fn position_ctx(&self) -> VecCtx {
+    fn position_bucket_ctx(&self, at_rest: bool) -> Ctx {
         let top = self.position.iter().copied().max().unwrap_or(0);
-        VecCtx {
-            bucket: POSITION_BUCKET_BY_STEP[top],
-            axes: [0, 1, 2].map(|i| POSITION_BY_STEP[self.position[i]][i]),
+        if at_rest {
+            POSITION_BUCKET_AT_REST[top]
+        } else {
+            POSITION_BUCKET_BY_STEP[top]
+        }
+    }
+
+    /// Position axis `i`'s context: by the class of its predicted step and, after the first axis, by the
+    /// magnitude class of the largest residual component before it.
+    #[inline]
+    fn position_axis_ctx(&self, i: usize, class: usize) -> Ctx {
+        let step = self.position[i];
+        match (i, class) {
+            (_, 0) => POSITION_BY_STEP[step][i],
+            (1, c) => POSITION_AFTER[step][0][c - 1],
+            (_, c) => POSITION_AFTER[step][1][c - 1],
         }
     }
 
@@ -899,6 +1039,135 @@ const POSITION_BY_STEP: [[Ctx; 3]; MOTION_STEPS] = [
         Ctx::new(83, "position residual z, step 64+"),
     ],
 ];
+/// Position axes y and z, by the class of the predicted step on the axis, the axis (y, z) and the magnitude class
+/// (small, medium, large) of the largest residual component coded before it.
+const POSITION_AFTER: [[[Ctx; 3]; 2]; MOTION_STEPS] = [
+    [
+        [
+            Ctx::new(109, "position residual y, no step, after a 1-3 one"),
+            Ctx::new(110, "position residual y, no step, after a 4-15 one"),
+            Ctx::new(111, "position residual y, no step, after a 16+ one"),
+        ],
+        [
+            Ctx::new(112, "position residual z, no step, after a 1-3 one"),
+            Ctx::new(113, "position residual z, no step, after a 4-15 one"),
+            Ctx::new(114, "position residual z, no step, after a 16+ one"),
+        ],
+    ],
+    [
+        [
+            Ctx::new(115, "position residual y, step 1-3, after a 1-3 one"),
+            Ctx::new(116, "position residual y, step 1-3, after a 4-15 one"),
+            Ctx::new(117, "position residual y, step 1-3, after a 16+ one"),
+        ],
+        [
+            Ctx::new(118, "position residual z, step 1-3, after a 1-3 one"),
+            Ctx::new(119, "position residual z, step 1-3, after a 4-15 one"),
+            Ctx::new(120, "position residual z, step 1-3, after a 16+ one"),
+        ],
+    ],
+    [
+        [
+            Ctx::new(121, "position residual y, step 4-15, after a 1-3 one"),
+            Ctx::new(122, "position residual y, step 4-15, after a 4-15 one"),
+            Ctx::new(123, "position residual y, step 4-15, after a 16+ one"),
+        ],
+        [
+            Ctx::new(124, "position residual z, step 4-15, after a 1-3 one"),
+            Ctx::new(125, "position residual z, step 4-15, after a 4-15 one"),
+            Ctx::new(126, "position residual z, step 4-15, after a 16+ one"),
+        ],
+    ],
+    [
+        [
+            Ctx::new(127, "position residual y, step 16-63, after a 1-3 one"),
+            Ctx::new(128, "position residual y, step 16-63, after a 4-15 one"),
+            Ctx::new(129, "position residual y, step 16-63, after a 16+ one"),
+        ],
+        [
+            Ctx::new(130, "position residual z, step 16-63, after a 1-3 one"),
+            Ctx::new(131, "position residual z, step 16-63, after a 4-15 one"),
+            Ctx::new(132, "position residual z, step 16-63, after a 16+ one"),
+        ],
+    ],
+    [
+        [
+            Ctx::new(133, "position residual y, step 64+, after a 1-3 one"),
+            Ctx::new(134, "position residual y, step 64+, after a 4-15 one"),
+            Ctx::new(135, "position residual y, step 64+, after a 16+ one"),
+        ],
+        [
+            Ctx::new(136, "position residual z, step 64+, after a 1-3 one"),
+            Ctx::new(137, "position residual z, step 64+, after a 4-15 one"),
+            Ctx::new(138, "position residual z, step 64+, after a 16+ one"),
+        ],
+    ],
+];
+/// Rotation components after the first, by the class of the component's predicted step and the magnitude class of
+/// the largest residual component coded before it (none, small, medium, large).
+const ROTATION_AFTER: [[Ctx; 4]; MOTION_STEPS] = [
+    [
+        Ctx::new(139, "rotation residual, no step, after none"),
+        Ctx::new(140, "rotation residual, no step, after 1-7"),
+        Ctx::new(141, "rotation residual, no step, after 8-63"),
+        Ctx::new(142, "rotation residual, no step, after 64+"),
+    ],
+    [
+        Ctx::new(143, "rotation residual, step 1-3, after none"),
+        Ctx::new(144, "rotation residual, step 1-3, after 1-7"),
+        Ctx::new(145, "rotation residual, step 1-3, after 8-63"),
+        Ctx::new(146, "rotation residual, step 1-3, after 64+"),
+    ],
+    [
+        Ctx::new(147, "rotation residual, step 4-15, after none"),
+        Ctx::new(148, "rotation residual, step 4-15, after 1-7"),
+        Ctx::new(149, "rotation residual, step 4-15, after 8-63"),
+        Ctx::new(150, "rotation residual, step 4-15, after 64+"),
+    ],
+    [
+        Ctx::new(151, "rotation residual, step 16-63, after none"),
+        Ctx::new(152, "rotation residual, step 16-63, after 1-7"),
+        Ctx::new(153, "rotation residual, step 16-63, after 8-63"),
+        Ctx::new(154, "rotation residual, step 16-63, after 64+"),
+    ],
+    [
+        Ctx::new(155, "rotation residual, step 64+, after none"),
+        Ctx::new(156, "rotation residual, step 64+, after 1-7"),
+        Ctx::new(157, "rotation residual, step 64+, after 8-63"),
+        Ctx::new(158, "rotation residual, step 64+, after 64+"),
+    ],
+];
+/// A residual against the baseline (no prediction): position axes y and z by the magnitude class (1-3, 4-15,
+/// 16+) of the largest component before them, as [`POSITION_AFTER`] does for prediction errors.
+const POSITION_PLAIN_AFTER: [[Ctx; 3]; 2] = [
+    [
+        Ctx::new(183, "position residual y, after a 1-3 one"),
+        Ctx::new(184, "position residual y, after a 4-15 one"),
+        Ctx::new(185, "position residual y, after a 16+ one"),
+    ],
+    [
+        Ctx::new(186, "position residual z, after a 1-3 one"),
+        Ctx::new(187, "position residual z, after a 4-15 one"),
+        Ctx::new(188, "position residual z, after a 16+ one"),
+    ],
+];
+/// A residual against the baseline: rotation components after the first, by the magnitude class of the largest
+/// before them, as [`ROTATION_AFTER`] does for prediction errors.
+const ROTATION_PLAIN_AFTER: [Ctx; 4] = [
+    Ctx::new(189, "rotation residual, after none"),
+    Ctx::new(190, "rotation residual, after 1-7"),
+    Ctx::new(191, "rotation residual, after 8-63"),
+    Ctx::new(192, "rotation residual, after 64+"),
+];
+/// The position residual's bucket tag of a body found at rest, by the largest class of the predicted step: a body
+/// predicted to move that stopped missed by the whole step.
+const POSITION_BUCKET_AT_REST: [Ctx; MOTION_STEPS] = [
+    Ctx::new(193, "position residual bucket, at rest, no step"),
+    Ctx::new(194, "position residual bucket, at rest, step 1-3"),
+    Ctx::new(195, "position residual bucket, at rest, step 4-15"),
+    Ctx::new(196, "position residual bucket, at rest, step 16-63"),
+    Ctx::new(197, "position residual bucket, at rest, step 64+"),
+];
 /// The rotation residual's bucket tag, by the largest class of the predicted step.
 const ROTATION_BUCKET_BY_STEP: [Ctx; MOTION_STEPS] = [
     Ctx::new(84, "rotation residual bucket, no step"),
@@ -947,6 +1216,22 @@ impl DeltaState for ObjectState {
                 .predict(&config.quant, &baseline.body, frames),
             ..*baseline
         })
+    }
+
+    #[inline]
+    fn prediction_class(prediction: &Self, baseline: &Self) -> usize {
+        let step = (0..3)
+            .map(|i| {
+                (i64::from(prediction.body.position[i]) - i64::from(baseline.body.position[i]))
+                    .abs()
+            })
+            .max()
+            .unwrap_or(0);
+        match step {
+            0 => 0,
+            1..=15 => 1,
+            _ => 2,
+        }
     }
 
     /// A pose-only link sends no velocities to predict with: it extrapolates from two acked poses instead.
@@ -1037,7 +1322,7 @@ pub fn pose_residual<S: Stream>(
 ) -> Result<(), CodecError> {
     vec_residual(s, &POSITION, POSITION_BUCKETS, &mut p.position, &r.position)?;
     check_bounds(&quant.position, &p.position, ABS_POSITION)?;
-    rotation_residual(s, quant, &mut p.rotation, &r.rotation, &ROTATION)
+    rotation_residual(s, quant, &mut p.rotation, &r.rotation, &ROTATION, None)
 }
 
 fn held_absolute<S: Stream>(

@@ -4,7 +4,8 @@
 //! 12 frames back, once from the trained priors and once from even odds.
 
 use physync_codec::arith::{ArithReadStream, ArithWriteStream};
-use physync_codec::delta::{DeltaPath, plan, serialize_entry};
+use physync_codec::delta::{DeltaPath, plan, serialize_entry_lazy};
+use physync_codec::stream::Stream;
 use physync_codec::{BodyState, DeltaState, ObjectState, QuantizedRotation, StateConfig};
 
 const FRAME: &str = include_str!("data/katamari_frame.txt");
@@ -45,6 +46,40 @@ fn recorded() -> Vec<(ObjectState, ObjectState, ObjectState)> {
         .collect()
 }
 
+/// Serializes every cube on `s` in id order as a packet section does (each entry's tags under a context of whether
+/// the one before changed): writing, each along the path planned for it; reading, each checked against the
+/// recorded state.
+fn serialize_all<S: Stream>(
+    s: &mut S,
+    cubes: &[(ObjectState, ObjectState, ObjectState)],
+    predictions: &[Option<ObjectState>],
+    config: &StateConfig,
+) {
+    let mut after_change = false;
+    for ((_, base, now), p) in cubes.iter().zip(predictions) {
+        let (mut v, mut path) = if S::READING {
+            (ObjectState::default(), DeltaPath::Absolute)
+        } else {
+            (
+                *now,
+                plan(config, now, Some(base), p.as_ref()).unwrap().path,
+            )
+        };
+        serialize_entry_lazy(
+            s,
+            config,
+            &mut v,
+            &mut path,
+            Some(base),
+            after_change,
+            |_| Ok(*p),
+        )
+        .unwrap();
+        after_change = path != DeltaPath::Unchanged;
+        assert_eq!(v, *now);
+    }
+}
+
 /// Codes every cube with `w`, decodes with `read`, checks the round trip and returns the bytes.
 fn code(
     mut w: ArithWriteStream,
@@ -56,18 +91,10 @@ fn code(
         .iter()
         .map(|(older, base, _)| ObjectState::predict_from_history(config, base, 6, older, 6))
         .collect();
-    for ((_, base, now), p) in cubes.iter().zip(&predictions) {
-        let mut path = plan(config, now, Some(base), p.as_ref()).unwrap().path;
-        let mut v = *now;
-        serialize_entry(&mut w, config, &mut v, &mut path, Some(base), p.as_ref()).unwrap();
-    }
+    serialize_all(&mut w, &cubes, &predictions, config);
     let bytes = w.finish();
     let mut r = read(&bytes);
-    for ((_, base, now), p) in cubes.iter().zip(&predictions) {
-        let (mut v, mut path) = (ObjectState::default(), DeltaPath::Absolute);
-        serialize_entry(&mut r, config, &mut v, &mut path, Some(base), p.as_ref()).unwrap();
-        assert_eq!(v, *now);
-    }
+    serialize_all(&mut r, &cubes, &predictions, config);
     r.finish().unwrap();
     bytes.len()
 }
@@ -116,10 +143,13 @@ fn the_recorded_frame_costs_what_the_ladder_measured() {
         &config,
     );
     // 418 bytes (34.1 bits a changed cube) before motion contexts, rotations extrapolated on four components, two
-    // modelled mantissa bits and faster-adapting models; 360 (29.4) after.
+    // modelled mantissa bits and faster-adapting models; 360 (29.4) after; 351 (28.7) with each residual component
+    // after the first under a context of the largest one before it; 346 (28.2) with the tags under contexts of the
+    // entry before, the predicted step and the predicted rotation's margin to its next largest component; 342
+    // (27.9) with residual signs relative to the predicted step and the chained contexts on delta residuals too.
     let per_cube = (trained * 8) as f64 / changed as f64;
     assert!(
-        trained <= 365,
+        trained <= 344,
         "{trained} bytes, {per_cube:.1} bits a changed cube"
     );
 }
