@@ -99,6 +99,10 @@ pub struct FeelFigures {
     /// Largest step of a free-flying object against its own direction of motion, on a peer without authority
     /// over it, render or physics pose (m).
     pub max_backstep_m: f32,
+    /// The same, rendered pose only (m).
+    pub max_render_backstep_m: f32,
+    /// The same, physics pose only (m).
+    pub max_physics_backstep_m: f32,
     /// Rendered poses that jumped more than [`SNAP_M`] in one frame beyond what the speed covers.
     pub snaps: u64,
     /// The largest such jump (m), counted or not.
@@ -114,6 +118,10 @@ impl FeelFigures {
                 .max_render_below_floor_m
                 .max(other.max_render_below_floor_m),
             max_backstep_m: self.max_backstep_m.max(other.max_backstep_m),
+            max_render_backstep_m: self.max_render_backstep_m.max(other.max_render_backstep_m),
+            max_physics_backstep_m: self
+                .max_physics_backstep_m
+                .max(other.max_physics_backstep_m),
             snaps: self.snaps + other.snaps,
             worst_jump_m: self.worst_jump_m.max(other.worst_jump_m),
         }
@@ -240,6 +248,11 @@ impl FeelMeter {
                 if previous.norm() >= MIN_STEP_M {
                     let back = -step.dot(&previous.normalize());
                     f.max_backstep_m = f.max_backstep_m.max(back);
+                    let by_pose = match fault {
+                        FeelFault::RenderBackstep => &mut f.max_render_backstep_m,
+                        _ => &mut f.max_physics_backstep_m,
+                    };
+                    *by_pose = by_pose.max(back);
                     if back > MIN_STEP_M {
                         self.backsteps.push(Backstep {
                             frame: world.frame(),

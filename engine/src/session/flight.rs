@@ -205,7 +205,12 @@ mod tests {
             observer_log.record(&observer);
         }
         let sync = max_free_flight_backstep(meter.backsteps(), &[authority_log, observer_log]);
-        (meter.figures().max_backstep_m, sync)
+        let f = meter.figures();
+        assert_eq!(
+            f.max_backstep_m,
+            f.max_render_backstep_m.max(f.max_physics_backstep_m)
+        );
+        (f.max_backstep_m, sync)
     }
 
     #[test]

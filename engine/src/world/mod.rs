@@ -46,7 +46,7 @@ use events::EventLog;
 use priority::{HIGH_ENERGY_SPEED, PriorityTimers};
 use rolling::RollingLoss;
 use scene::{ObjectId, SceneSpec};
-use smoothing::RenderError;
+use smoothing::{MAX_BLEND_STEP, RenderError};
 
 /// Linear speed (m/s) that a resting object must pick up in one step to be considered disturbed.
 pub const WAKE_LINEAR_SPEED: f32 = 0.2;
@@ -207,6 +207,8 @@ struct Scratch {
     touches_held: Vec<bool>,
     /// Objects hit hard this step.
     collided: Vec<ObjectId>,
+    /// Per object: its rendered position going into the step (physics position plus the render error).
+    shown_before: Vec<Vector3<f32>>,
     /// Objects whose contacts touch propagation still has to visit.
     frontier: Vec<ObjectId>,
 }
@@ -361,6 +363,11 @@ impl World {
 
     /// Advances the world by one fixed step.
     pub fn step(&mut self) {
+        let mut shown_before = std::mem::take(&mut self.scratch.shown_before);
+        shown_before.clear();
+        shown_before.extend(self.objects.iter().map(|o| {
+            vec_from_rapier(self.physics.bodies[o.body].translation()) + o.render_error.position
+        }));
         if self.config.quantize_both_sides || self.config.at_rest_detection {
             self.write_back_before_step();
         }
@@ -376,6 +383,8 @@ impl World {
             object.priority.tick();
             object.render_error.decay();
         }
+        self.glide_shown(&shown_before);
+        self.scratch.shown_before = shown_before;
         self.scan_contacts();
         self.resist_rolling();
         if self.config.at_rest_detection {
@@ -435,6 +444,30 @@ impl World {
             body.set_position(pose, wake);
             body.set_linvel(linvel, wake);
             body.set_angvel(angvel, wake);
+        }
+    }
+
+    /// Keeps every free object's rendered position (before the floor lift of [`World::render_pose`]) within its
+    /// speed's reach plus [`MAX_BLEND_STEP`] of where it was before the step (see
+    /// [`RenderError::follow_at_most`]).
+    fn glide_shown(&mut self, shown_before: &[Vector3<f32>]) {
+        let dt = self.dt();
+        for ((object, shown), velocity) in self
+            .objects
+            .iter_mut()
+            .zip(shown_before)
+            .zip(&self.scratch.velocity_before)
+        {
+            if object.holder.is_some() || object.at_rest {
+                continue;
+            }
+            let body = &self.physics.bodies[object.body];
+            let speed = velocity.norm().max(body.linvel().length());
+            object.render_error.follow_at_most(
+                shown,
+                &vec_from_rapier(body.translation()),
+                speed * dt + MAX_BLEND_STEP,
+            );
         }
     }
 

@@ -3,6 +3,8 @@
 //! The error between the pose shown before a correction and the corrected physics pose is kept as an offset
 //! and shrunk every frame: by [`SMALL_ERROR_FACTOR`] while it is at most [`SMALL_ERROR`], by
 //! [`LARGE_ERROR_FACTOR`] from [`LARGE_ERROR`] on, and by a factor interpolated between the two in between.
+//! Whatever physics does in a step, the rendered position moves no further than the body's speed covers plus
+//! [`MAX_BLEND_STEP`] ([`RenderError::follow_at_most`]).
 
 use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 
@@ -81,6 +83,23 @@ impl RenderError {
         self.rotation = UnitQuaternion::identity().slerp(&self.rotation, factor);
         if self.rotation.angle() < 1e-5 {
             self.rotation = UnitQuaternion::identity();
+        }
+    }
+
+    /// Keeps the rendered position within `reach` (m) of where it was shown last frame (`shown_before`), on the
+    /// line toward where this error puts it now beside the physics position `physics`: the solver may push a body
+    /// several centimetres a step out of an overlap a received state put it in (the depenetration cap acts per
+    /// contact, and the push is not in the body's velocity), and the screen would show that as a jump.
+    pub fn follow_at_most(
+        &mut self,
+        shown_before: &Vector3<f32>,
+        physics: &Vector3<f32>,
+        reach: f32,
+    ) {
+        let step = physics + self.position - shown_before;
+        let length = step.norm();
+        if length > reach {
+            self.position = shown_before + step * (reach / length) - physics;
         }
     }
 }

@@ -6,7 +6,8 @@
 //! received states the authority produced in free flight too: see `physync_engine::session::flight`),
 //! rendered poses snapping; every
 //! contest is timed until all four peers agree on who has the cube; and after the settle every guest is
-//! compared with the host.
+//! compared with the host. `--events` and `--trace` print what a peer knew when it showed a fault, and any
+//! object on every peer frame by frame (how the traces in the README were made).
 //!
 //! `cargo run --release -p physync-examples --bin peer_feel -- --json`
 
@@ -57,6 +58,16 @@ struct Args {
     /// knew of the object on that frame.
     #[arg(long)]
     events: bool,
+    /// Also print these objects (comma-separated ids) on every peer after every step, one JSON object a line on
+    /// stderr: poses, velocity, authority, holder, contacts, the last received state written into them.
+    #[arg(long, value_delimiter = ',')]
+    trace: Vec<ObjectId>,
+    /// Session seconds from which `--trace` prints.
+    #[arg(long, default_value_t = 0.0)]
+    trace_from: f64,
+    /// Session seconds until which `--trace` prints.
+    #[arg(long, default_value_t = f64::INFINITY)]
+    trace_to: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -71,6 +82,8 @@ struct Report {
     frames_observed: u64,
     max_render_below_floor_mm: f64,
     max_backstep_mm: f64,
+    max_render_backstep_mm: f64,
+    max_physics_backstep_mm: f64,
     max_backstep_sync_mm: f64,
     snaps_over_5cm: u64,
     snaps_over_5cm_per_min: f64,
@@ -103,6 +116,41 @@ fn agreed(sim: &Sim, id: ObjectId) -> bool {
     let host = who(sim.host().world(), id);
     sim.guests()
         .all(|(_, g)| g.world().is_some_and(|w| who(w, id) == host))
+}
+
+/// Prints the `--trace` objects of one peer's world (peer 0 is the host) after a step.
+fn trace(args: &Args, peer: usize, now: Duration, world: &World) {
+    let t = now.as_secs_f64();
+    if args.trace.is_empty() || t < args.trace_from || t > args.trace_to {
+        return;
+    }
+    for &id in &args.trace {
+        if usize::from(id) >= world.object_count() {
+            continue;
+        }
+        let authority = world.authority(id);
+        let applied = world.last_applied(id);
+        let line = serde_json::json!({
+            "t": t,
+            "peer": peer,
+            "player": world.local_player(),
+            "frame": world.frame(),
+            "object": id,
+            "physics": <[f32; 3]>::from(world.physics_pose(id).translation.vector),
+            "render": <[f32; 3]>::from(world.render_pose(id).translation.vector),
+            "velocity": <[f32; 3]>::from(world.linear_velocity(id)),
+            "authority": authority.view.authority,
+            "authority_seq": authority.view.authority_seq,
+            "ownership_seq": authority.view.ownership_seq,
+            "confirmed": authority.confirmed,
+            "holder": world.holder(id).map(|h| h.player),
+            "at_rest": world.is_at_rest(id),
+            "contacts": world.contacts(id).collect::<Vec<_>>(),
+            "frames_since_applied": applied.map(|a| world.frame() - a.frame),
+            "applied_jump_m": applied.map(|a| a.jump_m),
+        });
+        eprintln!("{line}");
+    }
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -162,6 +210,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         sim.run_until(
             until,
             |now, host| {
+                trace(&args, 0, now, host.world());
                 host_meter.observe(host.world());
                 host_log.record(host.world());
                 if playing {
@@ -170,6 +219,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             },
             |i, now, guest| {
                 if let Some(w) = guest.world() {
+                    trace(&args, i + 1, now, w);
                     guest_meters[i].observe(w);
                     guest_logs[i].record(w);
                 }
@@ -242,6 +292,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         frames,
         max_render_below_floor_m,
         max_backstep_m,
+        max_render_backstep_m,
+        max_physics_backstep_m,
         snaps,
         worst_jump_m,
     } = figures;
@@ -257,6 +309,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         frames_observed: frames,
         max_render_below_floor_mm: f64::from(max_render_below_floor_m.max(0.0)) * 1000.0,
         max_backstep_mm: f64::from(max_backstep_m.max(0.0)) * 1000.0,
+        max_render_backstep_mm: f64::from(max_render_backstep_m.max(0.0)) * 1000.0,
+        max_physics_backstep_mm: f64::from(max_physics_backstep_m.max(0.0)) * 1000.0,
         max_backstep_sync_mm: f64::from(max_backstep_sync_m) * 1000.0,
         snaps_over_5cm: snaps,
         snaps_over_5cm_per_min: snaps as f64 / minutes,
