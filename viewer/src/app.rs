@@ -221,6 +221,12 @@ impl ViewerApp {
         let Some(job) = &mut self.screenshot else {
             return;
         };
+        // The shooter's picture waits for an opponent in view: turn the view to one rather than hope.
+        if let Screen::Shooter(shooter) = &mut self.screen
+            && job.requested.is_none()
+        {
+            shooter.face_nearest_opponent();
+        }
         job.frames += 1;
         ui.ctx().request_repaint();
         let clock = ui.input(|i| i.time);

@@ -1,6 +1,7 @@
 //! `--screenshot --dedicated` end to end: the real binary under Xvfb with Mesa's software GL starts a local
-//! dedicated-server match with bots, plays it first person and writes the frame once an opponent stands in
-//! view; the frame is checked not to be blank.
+//! dedicated-server match with bots, plays it first person with the view turned to the nearest opponent in
+//! sight, and writes the frame once an opponent, a cube and another player's tracer are in view; the frame is
+//! checked not to be blank.
 //!
 //! Needs `xvfb-run` (Debian/Ubuntu package `xvfb`); the test fails, rather than skips, without it.
 

@@ -49,6 +49,13 @@ impl Controls {
         }
     }
 
+    /// Set the view angles outright (a director turning the view, as the `--screenshot` job does).
+    pub fn look(&mut self, yaw: u16, pitch: i16) {
+        self.yaw = units::yaw_radians(yaw);
+        self.pitch = units::pitch_radians(pitch);
+        self.aimed = true;
+    }
+
     /// Whether pointer motion turns the view without a button held.
     pub fn captured(&self) -> bool {
         self.captured

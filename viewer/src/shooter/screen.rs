@@ -7,6 +7,7 @@ use egui::{
     ViewportCommand,
 };
 use nalgebra::Point3;
+use physync_engine::shooter::units;
 use physync_guest::dedicated::ClientEvent;
 
 use super::arena_view::{self, Tracer};
@@ -176,6 +177,44 @@ impl ShooterScreen {
             .iter()
             .any(|t| !t.own && (inside(&t.from) || inside(&t.to)));
         opponent && cube && tracer
+    }
+
+    /// Turn the view towards the nearest living opponent in line of sight, as a bot aims (at the chest); true
+    /// if one was found. The `--screenshot` job directs the camera with it, so the picture it waits for does not
+    /// hang on where bots happen to wander.
+    pub fn face_nearest_opponent(&mut self) -> bool {
+        let client = self.session.client();
+        let (Some(me), Some(data)) = (client.local_state(), client.match_data()) else {
+            return false;
+        };
+        let eye = me.eye(&data.rules);
+        let chest = nalgebra::Vector3::new(0.0, data.rules.body.body_hit_top * 0.6, 0.0);
+        let in_sight = |target: &Point3<f32>| {
+            let to = target - eye;
+            let distance = to.norm();
+            distance > 0.1
+                && client
+                    .geometry()
+                    .and_then(|g| g.cast_ray(&eye, &(to / distance), distance))
+                    .is_none()
+        };
+        let nearest = client
+            .remote_poses(self.session.now())
+            .into_iter()
+            .filter(|(slot, pose)| Some(*slot) != client.slot() && pose.alive)
+            .map(|(_, pose)| pose.position + chest)
+            .filter(in_sight)
+            .min_by(|a, b| {
+                (a - eye)
+                    .norm_squared()
+                    .total_cmp(&(b - eye).norm_squared())
+            });
+        let Some(target) = nearest else {
+            return false;
+        };
+        let (yaw, pitch) = units::aim_at(&eye, &target);
+        self.controls.look(yaw, pitch);
+        true
     }
 
     /// Run the session for this frame and draw the screen; returns how it closed, if it did.
