@@ -23,7 +23,8 @@ pub struct StateConfig {
     pub predictor: Predictor,
     /// Bodies travel as pose and at-rest flag only, velocities off the wire: for a receiver that interpolates
     /// between snapshots and never extrapolates (the published snapshot-compression scene codes cubes this way).
-    /// There is no predictor then (it would run on zero velocities). Writing a state with a velocity fails, so the
+    /// Entries then predict from two acked poses instead of the ballistic predictor, bending a flying body's line
+    /// by the predictor's gravity (so `predictor` must still match the simulation's rate and gravity). Writing a state with a velocity fails, so the
     /// sender strips them first ([`BodyState::without_velocities`]); reading gives zero velocities.
     pub pose_only: bool,
 }
@@ -687,19 +688,33 @@ fn extrapolate(b: i32, o: i32, frames: u16, span: u16) -> i64 {
     i64::from(b) + step
 }
 
+/// Position indices a body must have risen or fallen between the two acked poses for the pose-only predictor to
+/// take it as flying and bend its line by gravity (2: 4 mm at the default 1/512 m; one step is contact noise, a
+/// body sliding on a floor keeps its height). Measured on the ladder's pose-only rung with the priors retrained:
+/// thresholds 2 and 3 are best (24.93 bits a changed cube), 1 and 5-8 cost 0.05-0.1 bits more.
+const AIRBORNE_MIN_RISE: i64 = 2;
+
 /// The pose `frames` after `base`, extrapolated linearly from `older` (`span` frames before it) through `base`,
 /// each position index and, when both share their largest component, each smallest-three component; clamped to
-/// the quantizers' bounds. The at-rest flag is the baseline's, velocities are zero (a pose-only link's).
+/// the quantizers' bounds. A body that moved vertically between the two is taken to fly: its height follows the
+/// predictor's gravity ([`crate::predict::Predictor::gravity_curve`]), not the straight line. The at-rest flag is
+/// the baseline's, velocities are zero (a pose-only link's).
 fn extrapolate_pose(
-    quant: &QuantConfig,
+    config: &StateConfig,
     base: &BodyState,
     frames: u16,
     older: &BodyState,
     span: u16,
 ) -> BodyState {
+    let quant = &config.quant;
+    let airborne = !base.at_rest
+        && (i64::from(base.position[1]) - i64::from(older.position[1])).abs() >= AIRBORNE_MIN_RISE;
     let mut out = *base;
     for (i, axis) in quant.position.axes.iter().enumerate() {
-        let p = extrapolate(base.position[i], older.position[i], frames, span);
+        let mut p = extrapolate(base.position[i], older.position[i], frames, span);
+        if i == 1 && airborne {
+            p += config.predictor.gravity_curve(frames, span);
+        }
         out.position[i] = p.clamp(i64::from(axis.min_index), i64::from(axis.max_index)) as i32;
     }
     out.rotation = extrapolate_rotation(quant, &base.rotation, frames, &older.rotation, span);
@@ -1252,7 +1267,7 @@ impl DeltaState for ObjectState {
             return None;
         }
         Some(Self {
-            body: extrapolate_pose(&config.quant, &baseline.body, frames, &older.body, span),
+            body: extrapolate_pose(config, &baseline.body, frames, &older.body, span),
             ..*baseline
         })
     }
@@ -1721,15 +1736,42 @@ mod tests {
     }
 
     #[test]
+    fn pose_only_prediction_of_a_flying_body_follows_gravity() {
+        // A body thrown up at 3 m/s, free-falling under the default 60 Hz Earth gravity, acked 6 frames apart and
+        // predicted 6 frames on: a straight line through the two poses lands 50 indices (10 cm) high.
+        let config = StateConfig {
+            pose_only: true,
+            ..StateConfig::default()
+        };
+        let height = |frame: f64| {
+            let t = frame / 60.0;
+            (512.0 * (1.0 + 3.0 * t - 0.5 * 9.81 * t * t)).round() as i32
+        };
+        let at = |frame: f64| ObjectState {
+            body: BodyState {
+                position: [100, height(frame), -40],
+                ..BodyState::default()
+            },
+            ..ObjectState::default()
+        };
+        for start in [0.0, 10.0, 30.0] {
+            let (older, base, value) = (at(start), at(start + 6.0), at(start + 12.0));
+            let p = ObjectState::predict_from_history(&config, &base, 6, &older, 6).unwrap();
+            let miss = (p.body.position[1] - value.body.position[1]).abs();
+            assert!(miss <= 1, "from frame {start}: {miss} indices off");
+        }
+    }
+
+    #[test]
     fn pose_only_extrapolates_from_an_older_acked_pose() {
-        // A body sliding and turning steadily, seen 6 frames apart, as a pose-only link sends it.
+        // A body sliding on a floor and turning steadily, seen 6 frames apart, as a pose-only link sends it.
         let config = StateConfig {
             pose_only: true,
             ..StateConfig::default()
         };
         let at = |t: i32| ObjectState {
             body: BodyState {
-                position: [1000 + 40 * t, 700 - 3 * t, -500 + 17 * t],
+                position: [1000 + 40 * t, 700, -500 + 17 * t],
                 rotation: QuantizedRotation {
                     largest: 3,
                     components: [10 + 2 * t, -30 + t, 5],

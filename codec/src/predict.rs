@@ -87,6 +87,16 @@ impl Predictor {
         }
     }
 
+    /// What gravity adds to a free body's y position index (rounded; negative is down) `frames` after a baseline,
+    /// beyond the straight line through an older pose `span` frames before it: `g·frames·(frames + span)/2`. The
+    /// line carries the mean velocity between the two poses, half a span's fall behind the baseline's.
+    pub fn gravity_curve(&self, frames: u16, span: u16) -> i64 {
+        let per_frame_sq = (self.gravity_per_frame * self.position_per_velocity) >> FRAC;
+        let n = per_frame_sq * i64::from(frames) * (i64::from(frames) + i64::from(span));
+        let d = 2 * ONE;
+        (2 * n + n.signum() * d) / (2 * d)
+    }
+
     /// Advances a rotation by angular velocity `w` (16.16 indices, damped each frame as the velocity is).
     #[inline]
     fn predict_rotation(
