@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use nalgebra::Vector3;
 use physync_engine::shooter::input::buttons;
 use physync_engine::shooter::units;
 use physync_engine::shooter::{PlayerId, PlayerInput};
@@ -75,25 +74,7 @@ impl Bot {
         }
         self.until_change -= 1;
         let eye = me.eye(&data.rules);
-        let chest = Vector3::new(0.0, data.rules.body.body_hit_top * 0.6, 0.0);
-        let visible = client
-            .remote_poses(now)
-            .into_iter()
-            .filter(|(_, p)| p.alive)
-            .filter(|(_, p)| {
-                let to = p.position + chest - eye;
-                let distance = to.norm();
-                distance > 0.1
-                    && client
-                        .geometry()
-                        .and_then(|g| g.cast_ray(&eye, &(to / distance), distance))
-                        .is_none()
-            });
-        let nearest = visible.min_by(|a, b| {
-            let da = (a.1.position - me.position()).norm_squared();
-            let db = (b.1.position - me.position()).norm_squared();
-            da.total_cmp(&db)
-        });
+        let nearest = client.nearest_opponent_in_sight(now);
         let mut input = PlayerInput {
             move_x: self.strafe,
             move_z: self.forward,
@@ -103,8 +84,8 @@ impl Bot {
         };
         self.target = nearest.map(|(id, _)| id);
         match nearest {
-            Some((_, pose)) => {
-                let (yaw, pitch) = units::aim_at(&eye, &(pose.position + chest));
+            Some((_, chest)) => {
+                let (yaw, pitch) = units::aim_at(&eye, &chest);
                 let error = i32::from(self.config.aim_error);
                 let jitter = self.rng.random_range(-error..=error);
                 input.yaw = (i32::from(yaw) + jitter).rem_euclid(65_536) as u16;

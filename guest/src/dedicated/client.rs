@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use nalgebra::{Point3, Vector3};
 use physync_codec::{ReceivedPackets, StateConfig};
 use physync_engine::connection::ConnectToken;
 use physync_engine::shooter::hitbox::{PlayerHit, ShotRay, TargetPose};
@@ -486,6 +487,32 @@ impl ShooterClient {
             Some(render) => self.remote_poses_at(render),
             None => Vec::new(),
         }
+    }
+
+    /// The living remote player nearest the local one whose chest (where a bot aims) is in line of sight from the
+    /// local eye at `now`, with that chest point: what a bot shoots at and the viewer's screenshot turns to.
+    pub fn nearest_opponent_in_sight(&self, now: Duration) -> Option<(PlayerId, Point3<f32>)> {
+        let (me, data) = (self.local_state()?, self.match_data()?);
+        let eye = me.eye(&data.rules);
+        let chest = Vector3::new(0.0, data.rules.body.body_hit_top * 0.6, 0.0);
+        self.remote_poses(now)
+            .into_iter()
+            .filter(|(slot, pose)| pose.alive && Some(*slot) != self.slot())
+            .filter(|(_, pose)| {
+                let to = pose.position + chest - eye;
+                let distance = to.norm();
+                distance > 0.1
+                    && self
+                        .geometry()
+                        .and_then(|g| g.cast_ray(&eye, &(to / distance), distance))
+                        .is_none()
+            })
+            .min_by(|a, b| {
+                let da = (a.1.position - me.position()).norm_squared();
+                let db = (b.1.position - me.position()).norm_squared();
+                da.total_cmp(&db)
+            })
+            .map(|(slot, pose)| (slot, pose.position + chest))
     }
 
     /// Every remote player the latest snapshot shows, at `render` (fractional server ticks).

@@ -187,32 +187,10 @@ impl ShooterScreen {
         let (Some(me), Some(data)) = (client.local_state(), client.match_data()) else {
             return false;
         };
-        let eye = me.eye(&data.rules);
-        let chest = nalgebra::Vector3::new(0.0, data.rules.body.body_hit_top * 0.6, 0.0);
-        let in_sight = |target: &Point3<f32>| {
-            let to = target - eye;
-            let distance = to.norm();
-            distance > 0.1
-                && client
-                    .geometry()
-                    .and_then(|g| g.cast_ray(&eye, &(to / distance), distance))
-                    .is_none()
-        };
-        let nearest = client
-            .remote_poses(self.session.now())
-            .into_iter()
-            .filter(|(slot, pose)| Some(*slot) != client.slot() && pose.alive)
-            .map(|(_, pose)| pose.position + chest)
-            .filter(in_sight)
-            .min_by(|a, b| {
-                (a - eye)
-                    .norm_squared()
-                    .total_cmp(&(b - eye).norm_squared())
-            });
-        let Some(target) = nearest else {
+        let Some((_, chest)) = client.nearest_opponent_in_sight(self.session.now()) else {
             return false;
         };
-        let (yaw, pitch) = units::aim_at(&eye, &target);
+        let (yaw, pitch) = units::aim_at(&me.eye(&data.rules), &chest);
         self.controls.look(yaw, pitch);
         true
     }
