@@ -126,11 +126,12 @@ struct Object {
     rest: RestDetector,
     at_rest: bool,
     rest_pose: Isometry3<f32>,
-    /// Woken from rest by a stir alone (see [`STIR_SPEED`]) and not moved beyond the rest thresholds of
-    /// `rest_pose` since ([`at_rest::poses_close`]): rapier runs it again, in case its support is leaving, but
-    /// until it actually moves the authority rules still count it as resting (it takes nothing by touch and
-    /// keeps counting toward its return to default). Without this, two peers simulating one pile wake each
-    /// other's resting bodies for ever with their settling noise, and neither's authority ever returns.
+    /// Woken from rest by a stir alone (see [`STIR_SPEED`]; a held object's touch is no mere stir) and not
+    /// moved beyond the rest thresholds of `rest_pose` since ([`at_rest::poses_close`]): rapier runs it again,
+    /// in case its support is leaving, but until it actually moves (or a held object touches it) the authority
+    /// rules still count it as resting: it takes nothing by touch and keeps counting toward its return to
+    /// default. Without this, two peers simulating one pile wake each other's resting bodies for ever with
+    /// their settling noise, and neither's authority ever returns.
     still_since_stir: bool,
     /// What rolling resistance takes off its speeds each step while it touches something.
     rolling: RollingLoss,
@@ -602,7 +603,8 @@ impl World {
                 continue;
             }
             if object.at_rest {
-                let moving = !supported
+                let moving = touches_held
+                    || !supported
                     || body.linvel().length() > WAKE_LINEAR_SPEED
                     || body.angvel().length() > WAKE_ANGULAR_SPEED;
                 if stirred || moving {
@@ -619,7 +621,8 @@ impl World {
             }
             let state = QuantizedBody::state(&mut object.quantized, &quant, body);
             let pose = state_pose(&quant, &state);
-            object.still_since_stir &= at_rest::poses_close(&object.rest_pose, &pose);
+            object.still_since_stir &=
+                !touches_held && at_rest::poses_close(&object.rest_pose, &pose);
             let slow = vec_from_array(state.linear_velocity_f32(&quant)).norm()
                 <= WAKE_LINEAR_SPEED
                 && vec_from_array(state.angular_velocity_f32(&quant)).norm() <= WAKE_ANGULAR_SPEED;

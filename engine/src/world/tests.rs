@@ -909,7 +909,7 @@ fn a_body_stirred_without_moving_still_returns_to_default_and_takes_nothing() {
     let top = world.physics_pose(2);
     let middle = world.physics_pose(1).translation.vector;
     let stirring = |frame: u32| {
-        let sway = if frame % 2 == 0 { 0.1 } else { -0.1 };
+        let sway = if frame.is_multiple_of(2) { 0.1 } else { -0.1 };
         ObjectState {
             body: physync_codec::BodyState::quantize(
                 &quant,
