@@ -16,7 +16,7 @@
 //! [`Sample::settling`]) on every frame of the window, whose orientation passed the pose test's axis threshold
 //! and whose quantized velocities stayed within [`FIXED_POINT_VELOCITY_SPREAD`] steps, is at rest too.
 
-use nalgebra::{UnitQuaternion, Vector3};
+use nalgebra::{Isometry3, UnitQuaternion, Vector3};
 
 /// Frames of history the decision looks at.
 pub const REST_WINDOW: usize = 16;
@@ -31,6 +31,23 @@ pub const REST_AXIS_DOT: f32 = 0.9999;
 /// frozen by rounding. Two steps over 16 frames is an acceleration of 0.03 m/s² (0.06 rad/s²) at the default
 /// quantization, far below anything friction or a contact does to a moving body.
 pub const FIXED_POINT_VELOCITY_SPREAD: i32 = 2;
+
+/// Whether two poses are within the rest thresholds of each other ([`REST_POSITION_THRESHOLD`],
+/// [`REST_AXIS_DOT`]): as far apart as two samples of one resting window may be.
+pub fn poses_close(a: &Isometry3<f32>, b: &Isometry3<f32>) -> bool {
+    positions_close(&a.translation.vector, &b.translation.vector)
+        && orientations_close(&a.rotation, &b.rotation)
+}
+
+fn positions_close(a: &Vector3<f32>, b: &Vector3<f32>) -> bool {
+    (a - b).norm_squared() <= REST_POSITION_THRESHOLD * REST_POSITION_THRESHOLD
+}
+
+fn orientations_close(a: &UnitQuaternion<f32>, b: &UnitQuaternion<f32>) -> bool {
+    [Vector3::x(), Vector3::y(), Vector3::z()]
+        .iter()
+        .all(|axis| (a * axis).dot(&(b * axis)) >= REST_AXIS_DOT)
+}
 
 /// One frame of an object's state, as the detector sees it.
 #[derive(Debug, Clone, Copy)]
@@ -92,20 +109,15 @@ impl RestDetector {
     }
 
     fn position_still(&self, position: Vector3<f32>) -> bool {
-        let limit = REST_POSITION_THRESHOLD * REST_POSITION_THRESHOLD;
         self.positions[..self.len]
             .iter()
-            .all(|p| (p - position).norm_squared() <= limit)
+            .all(|p| positions_close(p, &position))
     }
 
     fn orientation_still(&self, rotation: UnitQuaternion<f32>) -> bool {
-        let axes = [Vector3::x(), Vector3::y(), Vector3::z()];
-        let current = axes.map(|a| rotation * a);
-        self.rotations[..self.len].iter().all(|r| {
-            axes.iter()
-                .zip(current.iter())
-                .all(|(a, c)| (r * a).dot(c) >= REST_AXIS_DOT)
-        })
+        self.rotations[..self.len]
+            .iter()
+            .all(|r| orientations_close(r, &rotation))
     }
 
     fn frozen_by_rounding(&self) -> bool {

@@ -207,6 +207,7 @@ impl World {
         let object = &mut self.objects[usize::from(id)];
         object.holder = Some(holder);
         object.at_rest = false;
+        object.still_since_stir = false;
         object.rest.clear();
         self.set_body_type(id, RigidBodyType::KinematicPositionBased);
     }

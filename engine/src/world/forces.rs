@@ -46,6 +46,7 @@ impl World {
             object.at_rest = false;
             object.rest.clear();
         }
+        object.still_since_stir = false;
         Ok(object.body)
     }
 

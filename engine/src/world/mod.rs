@@ -126,6 +126,13 @@ struct Object {
     rest: RestDetector,
     at_rest: bool,
     rest_pose: Isometry3<f32>,
+    /// Woken from rest by a stir alone (see [`STIR_SPEED`]; a held object's touch is no mere stir) and not
+    /// moved beyond the rest thresholds of `rest_pose` since ([`at_rest::poses_close`]): rapier runs it again,
+    /// in case its support is leaving, but until it actually moves (or a held object touches it) the authority
+    /// rules still count it as resting: it takes nothing by touch and keeps counting toward its return to
+    /// default. Without this, two peers simulating one pile wake each other's resting bodies for ever with
+    /// their settling noise, and neither's authority ever returns.
+    still_since_stir: bool,
     /// What rolling resistance takes off its speeds each step while it touches something.
     rolling: RollingLoss,
     authority: Authority,
@@ -139,6 +146,13 @@ struct Object {
     quantized: Option<QuantizedBody>,
     /// The last received state written into its body.
     applied: Option<AppliedState>,
+}
+
+impl Object {
+    /// Resting as far as the authority rules go: at rest, or only stirred and not moved since.
+    fn resting(&self) -> bool {
+        self.at_rest || self.still_since_stir
+    }
 }
 
 /// A received state this peer wrote into an object's body: when, and how far it moved the body. What a frame-by-
@@ -299,6 +313,7 @@ impl World {
                     rest: RestDetector::default(),
                     at_rest: false,
                     rest_pose: pose,
+                    still_since_stir: false,
                     rolling: RollingLoss::new(
                         spec.material.rolling_resistance,
                         spec.shape.local_half_extents().min(),
@@ -393,9 +408,10 @@ impl World {
         self.propagate_touch();
         let local = self.config.local_player;
         for object in &mut self.objects {
+            let resting = object.resting();
             object
                 .authority
-                .tick_rest(local, object.at_rest, object.holder.is_some());
+                .tick_rest(local, resting, object.holder.is_some());
         }
         self.observe_changes();
         self.frame += 1;
@@ -583,15 +599,17 @@ impl World {
             if object.holder.is_some() {
                 object.rest.clear();
                 object.at_rest = false;
+                object.still_since_stir = false;
                 continue;
             }
             if object.at_rest {
-                let disturbed = stirred
+                let moving = touches_held
                     || !supported
                     || body.linvel().length() > WAKE_LINEAR_SPEED
                     || body.angvel().length() > WAKE_ANGULAR_SPEED;
-                if disturbed {
+                if stirred || moving {
                     object.at_rest = false;
+                    object.still_since_stir = !moving;
                     object.rest.clear();
                     self.physics.bodies[object.body].wake_up(true);
                 } else if !body.is_sleeping() {
@@ -603,6 +621,8 @@ impl World {
             }
             let state = QuantizedBody::state(&mut object.quantized, &quant, body);
             let pose = state_pose(&quant, &state);
+            object.still_since_stir &=
+                !touches_held && at_rest::poses_close(&object.rest_pose, &pose);
             let slow = vec_from_array(state.linear_velocity_f32(&quant)).norm()
                 <= WAKE_LINEAR_SPEED
                 && vec_from_array(state.angular_velocity_f32(&quant)).norm() <= WAKE_ANGULAR_SPEED;
@@ -615,6 +635,7 @@ impl World {
             };
             if object.rest.push(&sample) {
                 object.at_rest = true;
+                object.still_since_stir = false;
                 object.rest_pose = pose;
                 let body = &mut self.physics.bodies[object.body];
                 body.set_position(pose_to_rapier(&pose), false);
@@ -629,7 +650,8 @@ impl World {
     /// authority is the default. Each object reached is expanded through its own contacts only. An object
     /// another player let go of within the released-priority window is not taken: here it left a hand played
     /// a jitter delay late, so its contacts are not the ones its releaser saw, and its releaser's peer is
-    /// already sending it first.
+    /// already sending it first. A body a stir woke that has not moved since is no source: it rests as far as
+    /// authority goes, and would otherwise take back every neighbour that returned to default beside it.
     fn propagate_touch(&mut self) {
         let local = self.config.local_player;
         if local == DEFAULT_AUTHORITY || self.scratch.touching.is_empty() {
@@ -641,7 +663,7 @@ impl World {
             self.objects
                 .iter()
                 .enumerate()
-                .filter(|(_, o)| o.authority.view.authority == local && !o.at_rest)
+                .filter(|(_, o)| o.authority.view.authority == local && !o.resting())
                 .map(|(i, _)| i as ObjectId),
         );
         while let Some(source) = frontier.pop() {
@@ -737,6 +759,7 @@ impl World {
             state: *state,
         });
         object.render_error = RenderError::between(&shown, &after);
+        object.still_since_stir = false;
         if state.at_rest && self.config.at_rest_detection {
             object.at_rest = true;
             object.rest_pose = after;

@@ -884,3 +884,89 @@ fn a_body_pushed_out_of_an_overlap_glides_on_screen() {
         );
     }
 }
+
+#[test]
+fn a_body_stirred_without_moving_still_returns_to_default_and_takes_nothing() {
+    // A tower of three: cubes 0 and 1 are player 1's, cube 2 on top is player 2's, and player 2's peer keeps
+    // sending it as moving, a few centimetres a second this way and that, without it going anywhere: the
+    // settling noise of a pile whose bodies two peers simulate, each woken by the other's. Every state of cube
+    // 2 stirs cube 1, which never moves for it.
+    let mut world = World::new(guest_config(1), &SceneSpec::towers(&[3]));
+    for _ in 0..60 {
+        world.step();
+    }
+    for (id, hand) in [(0, Hand::Left), (1, Hand::Right)] {
+        world.set_hand_pose(1, hand, world.physics_pose(id));
+        world.grab(1, hand, id).unwrap();
+        world.release(1, hand);
+    }
+    for _ in 0..60 {
+        world.step();
+    }
+    assert!((0..3).all(|id| world.is_at_rest(id)));
+    let to_guest = Direction::HostToGuest { guest: 1 };
+    let quant = world.config().quant;
+    let top = world.physics_pose(2);
+    let middle = world.physics_pose(1).translation.vector;
+    let stirring = |frame: u32| {
+        let sway = if frame.is_multiple_of(2) { 0.1 } else { -0.1 };
+        ObjectState {
+            body: physync_codec::BodyState::quantize(
+                &quant,
+                top.translation.vector.into(),
+                [
+                    top.rotation.i,
+                    top.rotation.j,
+                    top.rotation.k,
+                    top.rotation.w,
+                ],
+                [sway, 0.0, 0.0],
+                [0.0; 3],
+                false,
+            ),
+            authority: 2,
+            authority_seq: 0,
+            ownership_seq: 1,
+        }
+    };
+    // The host echoes cube 0 first, cube 1 half a second later.
+    let echo = world.object_state(0);
+    assert_eq!(
+        world.receive_object_state(0, to_guest, &echo).unwrap(),
+        Verdict::Confirm
+    );
+    let mut returned = [None; 2];
+    for frame in 0..300 {
+        if frame == 30 {
+            let echo = world.object_state(1);
+            assert_eq!(
+                world.receive_object_state(1, to_guest, &echo).unwrap(),
+                Verdict::Confirm
+            );
+        }
+        world
+            .receive_object_state(2, to_guest, &stirring(frame))
+            .unwrap();
+        world.step();
+        for (id, at) in returned.iter_mut().enumerate() {
+            if at.is_none() && world.authority(id as u16).view.authority == DEFAULT_AUTHORITY {
+                *at = Some(frame);
+            }
+        }
+    }
+    let moved = (world.physics_pose(1).translation.vector - middle).norm();
+    assert!(moved < 0.005, "the stirred cube stayed put: {moved} m");
+    assert!(
+        returned[1].is_some(),
+        "cube 1 never moved, yet its authority never returned to default"
+    );
+    // Cube 0 returned first, then rested beside cube 1 while cube 1 was still player 1's: a body that only
+    // stirs touches nothing new, so cube 0 was not taken back.
+    assert!(returned[0] < returned[1], "{returned:?}");
+    let bottom = world.authority(0).view;
+    assert_eq!(
+        (bottom.authority, bottom.authority_seq),
+        (DEFAULT_AUTHORITY, 1),
+        "cube 0 returned once and was never taken again"
+    );
+}
