@@ -513,64 +513,104 @@ impl ArithWriteStream {
         self.enc.encode_direct(value, bits);
     }
 
-    /// Codes `value` in `min..=max`. Inlined, so that a small range known where it is called (tags, buckets)
-    /// codes its tree without branching on the range; wider ones go to [`ArithWriteStream::wide_value`].
+    /// Codes `value` in `min..=max` ([`walk_value`]).
     #[inline(always)]
     fn value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
         self.name(ctx);
-        if max - min <= SMALL_SPAN {
-            let x = (value - min) as u32;
-            let levels = bit_length((max - min) as u64);
-            let c = self.models.small(ctx, levels);
-            let mut node = 1usize;
-            for i in (0..levels).rev() {
-                let b = (x >> i) & 1 != 0;
-                self.bit(c + SMALL + tree_slot(levels, node), b);
-                node = node * 2 + usize::from(b);
-            }
-            return;
-        }
-        self.wide_value(ctx, value, min, max);
+        walk_value(self, ctx, value, min, max);
+    }
+}
+
+impl DecisionSink for ArithWriteStream {
+    type Block = usize;
+
+    #[inline(always)]
+    fn block(&mut self, ctx: Ctx, part: u32) -> usize {
+        let (start, len) = Models::part_range(part);
+        self.models.part(ctx, part, start, len)
     }
 
-    /// [`ArithWriteStream::value`] for a range of more than 16 values.
-    fn wide_value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
-        let sh = shape(min, max);
-        let d = value - sh.base;
-        let m = d.unsigned_abs();
-        let k = bit_length(m);
-        let c = self.models.bucket(ctx, sh.levels);
+    #[inline(always)]
+    fn decide(&mut self, block: usize, offset: usize, bit: bool) {
+        self.bit(block + offset, bit);
+    }
+
+    fn raw(&mut self, ctx: Ctx, value: u64, bits: u32) {
+        if bits > 16 {
+            self.direct(ctx, (value >> 16) as u32, bits - 16);
+            self.direct(ctx, (value & 0xFFFF) as u32, 16);
+        } else {
+            self.direct(ctx, value as u32, bits);
+        }
+    }
+}
+
+/// Where the decisions a value is coded as go: the writer codes them, the pricer prices them. Both walk a value
+/// through [`walk_value`], so they cannot disagree on which model a decision uses.
+trait DecisionSink {
+    /// How the sink addresses a context's block of models.
+    type Block: Copy;
+    /// The block of `ctx` holding part `part` of its models (`PART_*`).
+    fn block(&mut self, ctx: Ctx, part: u32) -> Self::Block;
+    /// One decision under model `offset` of `block`.
+    fn decide(&mut self, block: Self::Block, offset: usize, bit: bool);
+    /// The low `bits` bits of `value` at even odds (at most 32).
+    fn raw(&mut self, ctx: Ctx, value: u64, bits: u32);
+}
+
+/// Walks `value` in `min..=max` through `sink` as the range coder codes it: a range of at most 16 values as a
+/// binary tree of its offset; a wider one as its distance from the range's base, by bit length, sign, the two
+/// modelled bits below the leading one and the rest at even odds ([`walk_wide_value`]). Inlined, so that a small
+/// range known where it is called walks its tree without branching on the range.
+#[inline(always)]
+fn walk_value<S: DecisionSink>(sink: &mut S, ctx: Ctx, value: i64, min: i64, max: i64) {
+    if max - min <= SMALL_SPAN {
+        let x = (value - min) as u32;
+        let levels = bit_length((max - min) as u64);
+        let block = sink.block(ctx, PART_SMALL + levels);
         let mut node = 1usize;
-        for i in (0..sh.levels).rev() {
-            let b = (k >> i) & 1 != 0;
-            self.bit(c + BUCKET + tree_slot(sh.levels, node), b);
+        for i in (0..levels).rev() {
+            let b = (x >> i) & 1 != 0;
+            sink.decide(block, SMALL + tree_slot(levels, node), b);
             node = node * 2 + usize::from(b);
         }
-        if k == 0 {
-            return;
+        return;
+    }
+    walk_wide_value(sink, ctx, value, min, max);
+}
+
+/// [`walk_value`] for a range of more than 16 values.
+fn walk_wide_value<S: DecisionSink>(sink: &mut S, ctx: Ctx, value: i64, min: i64, max: i64) {
+    let sh = shape(min, max);
+    let d = value - sh.base;
+    let m = d.unsigned_abs();
+    let k = bit_length(m);
+    let block = sink.block(ctx, PART_BUCKET + sh.levels);
+    let mut node = 1usize;
+    for i in (0..sh.levels).rev() {
+        let b = (k >> i) & 1 != 0;
+        sink.decide(block, BUCKET + tree_slot(sh.levels, node), b);
+        node = node * 2 + usize::from(b);
+    }
+    if k == 0 {
+        return;
+    }
+    if sh.below && sh.above {
+        let block = sink.block(ctx, PART_HEAD);
+        sink.decide(block, SIGN, d < 0);
+    }
+    if k >= 2 {
+        let block = sink.block(ctx, PART_MANTISSA);
+        let c = MANTISSA + MANTISSA_MODELS * k as usize;
+        let first = (m >> (k - 2)) & 1 != 0;
+        sink.decide(block, c, first);
+        if k >= 3 {
+            sink.decide(block, c + 1 + usize::from(first), (m >> (k - 3)) & 1 != 0);
         }
-        if sh.below && sh.above {
-            let c = self.models.head(ctx);
-            self.bit(c + SIGN, d < 0);
-        }
-        if k >= 2 {
-            let c = self.models.mantissa(ctx) + MANTISSA + MANTISSA_MODELS * k as usize;
-            let first = (m >> (k - 2)) & 1 != 0;
-            self.bit(c, first);
-            if k >= 3 {
-                self.bit(c + 1 + usize::from(first), (m >> (k - 3)) & 1 != 0);
-            }
-        }
-        if k >= 4 {
-            let rest = k - 3;
-            let low = m & ((1u64 << rest) - 1);
-            if rest > 16 {
-                self.direct(ctx, (low >> 16) as u32, rest - 16);
-                self.direct(ctx, (low & 0xFFFF) as u32, 16);
-            } else {
-                self.direct(ctx, low as u32, rest);
-            }
-        }
+    }
+    if k >= 4 {
+        let rest = k - 3;
+        sink.raw(ctx, m & ((1u64 << rest) - 1), rest);
     }
 }
 
@@ -639,7 +679,7 @@ impl<'a> ArithPricing<'a> {
     /// The models the stream would code `part` of `ctx`'s block with, from the block's start: the models
     /// themselves if the stream has used that part, else their priors (the stream resets a part on first use).
     #[inline(always)]
-    fn block(&self, ctx: Ctx, part: u32) -> &'a [u16] {
+    fn part_models(&self, ctx: Ctx, part: u32) -> &'a [u16] {
         let slot = ctx.slot();
         let used = self
             .models
@@ -658,57 +698,23 @@ impl<'a> ArithPricing<'a> {
         let cost = self.table.get(usize::from(p)).copied().unwrap_or(0);
         self.price = self.price.saturating_add(cost);
     }
+}
 
-    /// Prices what [`ArithWriteStream::value`] codes; inlined like it, so a small range known where it is
-    /// called prices its tree without branching on the range.
+impl<'a> DecisionSink for ArithPricing<'a> {
+    type Block = &'a [u16];
+
     #[inline(always)]
-    fn value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
-        if max - min <= SMALL_SPAN {
-            let x = (value - min) as u32;
-            let levels = bit_length((max - min) as u64);
-            let models = self.block(ctx, PART_SMALL + levels);
-            let mut node = 1usize;
-            for i in (0..levels).rev() {
-                let b = (x >> i) & 1 != 0;
-                self.bit(models, SMALL + tree_slot(levels, node), b);
-                node = node * 2 + usize::from(b);
-            }
-            return;
-        }
-        self.wide_value(ctx, value, min, max);
+    fn block(&mut self, ctx: Ctx, part: u32) -> &'a [u16] {
+        self.part_models(ctx, part)
     }
 
-    /// Prices what [`ArithWriteStream::wide_value`] codes.
-    fn wide_value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
-        let sh = shape(min, max);
-        let d = value - sh.base;
-        let m = d.unsigned_abs();
-        let k = bit_length(m);
-        let models = self.block(ctx, PART_BUCKET + sh.levels);
-        let mut node = 1usize;
-        for i in (0..sh.levels).rev() {
-            let b = (k >> i) & 1 != 0;
-            self.bit(models, BUCKET + tree_slot(sh.levels, node), b);
-            node = node * 2 + usize::from(b);
-        }
-        if k == 0 {
-            return;
-        }
-        if sh.below && sh.above {
-            self.bit(self.block(ctx, PART_HEAD), SIGN, d < 0);
-        }
-        if k >= 2 {
-            let models = self.block(ctx, PART_MANTISSA);
-            let c = MANTISSA + MANTISSA_MODELS * k as usize;
-            let first = (m >> (k - 2)) & 1 != 0;
-            self.bit(models, c, first);
-            if k >= 3 {
-                self.bit(models, c + 1 + usize::from(first), (m >> (k - 3)) & 1 != 0);
-            }
-        }
-        if k >= 4 {
-            self.price = self.price.saturating_add((k - 3) * PRICE_SCALE as u32);
-        }
+    #[inline(always)]
+    fn decide(&mut self, block: &'a [u16], offset: usize, bit: bool) {
+        self.bit(block, offset, bit);
+    }
+
+    fn raw(&mut self, _ctx: Ctx, _value: u64, bits: u32) {
+        self.price = self.price.saturating_add(bits * PRICE_SCALE as u32);
     }
 }
 
@@ -717,14 +723,14 @@ impl Stream for ArithPricing<'_> {
 
     #[inline(always)]
     fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
-        self.bit(self.block(ctx, PART_HEAD), FLAG, *value);
+        self.bit(self.part_models(ctx, PART_HEAD), FLAG, *value);
         Ok(())
     }
 
     #[inline(always)]
     fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
         check_range(ctx, i64::from(*value), min, max)?;
-        self.value(ctx, i64::from(*value), i64::from(min), i64::from(max));
+        walk_value(self, ctx, i64::from(*value), i64::from(min), i64::from(max));
         Ok(())
     }
 
@@ -733,7 +739,7 @@ impl Stream for ArithPricing<'_> {
         if u64::from(*value) > max {
             return Err(CodecError::Invalid { field: ctx.name });
         }
-        self.value(ctx, i64::from(*value), 0, max as i64);
+        walk_value(self, ctx, i64::from(*value), 0, max as i64);
         Ok(())
     }
 }
