@@ -108,7 +108,7 @@ pub fn avatars(world: &World, players: &[PlayerId]) -> Vec<AvatarView> {
 }
 
 /// The hand pose that puts a held object's centre at `target` without turning it: the hand keeps the
-/// grip's offset, so the object lands exactly on `target`.
+/// grip's aimed offset, so the object lands exactly on `target` unless something it presses stops it.
 pub fn hand_pose_for(
     world: &World,
     player: PlayerId,
@@ -117,9 +117,7 @@ pub fn hand_pose_for(
 ) -> Isometry3<f32> {
     let offset = world
         .grip(player, hand)
-        .map_or(nalgebra::Vector3::zeros(), |g| {
-            g.relative.translation.vector
-        });
+        .map_or(nalgebra::Vector3::zeros(), |g| g.aim.translation.vector);
     Isometry3::from_parts(
         Translation3::from(target.coords - offset),
         Default::default(),

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use nalgebra::{Quaternion, UnitQuaternion, Vector3};
+use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
 use physync_codec::{AvatarState, ObjectState, QuantConfig, QuantizedPose};
 
 use crate::link::TimedAvatar;
@@ -223,36 +223,53 @@ impl FrameJitterBuffer {
     }
 }
 
-fn interpolate_pose(
-    quant: &QuantConfig,
-    a: &QuantizedPose,
-    b: &QuantizedPose,
-    f: f32,
-) -> QuantizedPose {
-    let pa = Vector3::from(quant.position.dequantize(a.position));
-    let pb = Vector3::from(quant.position.dequantize(b.position));
-    let q = |r| {
-        let [x, y, z, w] = quant.rotation.dequantize(r);
-        UnitQuaternion::from_quaternion(Quaternion::new(w, x, y, z))
-    };
-    let (qa, qb) = (q(a.rotation), q(b.rotation));
-    let rotation = qa
-        .try_slerp(&qb, f, 1e-6)
-        .unwrap_or(if f < 0.5 { qa } else { qb });
-    let p = pa.lerp(&pb, f);
-    QuantizedPose::quantize(
-        quant,
-        [p.x, p.y, p.z],
-        [rotation.i, rotation.j, rotation.k, rotation.w],
+fn pose_of(quant: &QuantConfig, pose: &QuantizedPose) -> Isometry3<f32> {
+    let [x, y, z, w] = quant.rotation.dequantize(pose.rotation);
+    Isometry3::from_parts(
+        Translation3::from(Vector3::from(quant.position.dequantize(pose.position))),
+        UnitQuaternion::from_quaternion(Quaternion::new(w, x, y, z)),
     )
 }
 
-/// Blends two avatar samples: poses interpolated, held objects (a discrete fact) from the earlier one.
+fn quantized(quant: &QuantConfig, pose: &Isometry3<f32>) -> QuantizedPose {
+    let (p, r) = (pose.translation.vector, pose.rotation);
+    QuantizedPose::quantize(quant, [p.x, p.y, p.z], [r.i, r.j, r.k, r.w])
+}
+
+fn between(a: &Isometry3<f32>, b: &Isometry3<f32>, f: f32) -> Isometry3<f32> {
+    let rotation = a
+        .rotation
+        .try_slerp(&b.rotation, f, 1e-6)
+        .unwrap_or(if f < 0.5 { a.rotation } else { b.rotation });
+    Isometry3::from_parts(
+        Translation3::from(a.translation.vector.lerp(&b.translation.vector, f)),
+        rotation,
+    )
+}
+
+/// Blends two avatar samples: poses interpolated, held objects (a discrete fact) from the earlier one. An
+/// object both samples hold in the same grab is placed between where the two put it, and its grip is taken
+/// relative to the blended hand: the holder's grip may give way from sample to sample (the object stopped on
+/// something while the hand went on), and the earlier grip on a later hand would show the object where it
+/// never was.
 fn interpolate(quant: &QuantConfig, a: &AvatarState, b: &AvatarState, f: f32) -> AvatarState {
     let mut out = *a;
-    out.head = interpolate_pose(quant, &a.head, &b.head, f);
+    out.head = quantized(
+        quant,
+        &between(&pose_of(quant, &a.head), &pose_of(quant, &b.head), f),
+    );
     for (hand, (ha, hb)) in out.hands.iter_mut().zip(a.hands.iter().zip(&b.hands)) {
-        hand.pose = interpolate_pose(quant, &ha.pose, &hb.pose, f);
+        let (hand_a, hand_b) = (pose_of(quant, &ha.pose), pose_of(quant, &hb.pose));
+        let blended = between(&hand_a, &hand_b, f);
+        hand.pose = quantized(quant, &blended);
+        if let (Some(held), Some(held_a), Some(held_b)) = (&mut hand.held, ha.held, hb.held)
+            && (held_a.object, held_a.ownership_seq) == (held_b.object, held_b.ownership_seq)
+        {
+            let object_a = hand_a * pose_of(quant, &held_a.relative);
+            let object_b = hand_b * pose_of(quant, &held_b.relative);
+            let object = between(&object_a, &object_b, f);
+            held.relative = quantized(quant, &(pose_of(quant, &hand.pose).inverse() * object));
+        }
     }
     out
 }
@@ -337,5 +354,42 @@ mod tests {
         let x = quant.position.dequantize(halfway.head.position)[0];
         assert!((x - 0.5).abs() < 0.01, "{x}");
         assert!(buffer.sample(Duration::from_secs(1), 3).is_none());
+    }
+
+    #[test]
+    fn a_held_object_whose_grip_gives_way_stays_put_between_samples() {
+        // The holder's hand moves 10 cm a frame while the object it holds stays pressed where it is (its grip
+        // gives way): the grip changes from sample to sample. Between two samples the hand is interpolated;
+        // the object must be where both samples put it, not the earlier grip on the interpolated hand.
+        use physync_codec::HeldObject;
+        let quant = QuantConfig::default();
+        let object = [0.5f32, 0.6, -3.0];
+        let sample = |hand_x: f32| {
+            let mut a = avatar(2, 0.0, &quant);
+            a.hands[1].pose =
+                QuantizedPose::quantize(&quant, [hand_x, 0.6, -3.0], [0.0, 0.0, 0.0, 1.0]);
+            a.hands[1].held = Some(HeldObject {
+                object: 7,
+                relative: QuantizedPose::quantize(
+                    &quant,
+                    [object[0] - hand_x, 0.0, 0.0],
+                    [0.0, 0.0, 0.0, 1.0],
+                ),
+                authority_seq: 0,
+                ownership_seq: 1,
+            });
+            a
+        };
+        let played = interpolate(&quant, &sample(0.5), &sample(0.3), 0.5);
+        let hand = quant.position.dequantize(played.hands[1].pose.position);
+        let grip = quant
+            .position
+            .dequantize(played.hands[1].held.unwrap().relative.position);
+        let shown = hand[0] + grip[0];
+        assert!(
+            (shown - object[0]).abs() < 0.003,
+            "the held object is shown at x = {shown}, held at {}",
+            object[0]
+        );
     }
 }

@@ -52,8 +52,11 @@ pub struct AvatarPose {
 pub struct Grip {
     /// The held object.
     pub object: ObjectId,
-    /// Its pose in the hand's frame.
+    /// Its pose in the hand's frame now: what the avatar state sends and every peer plays.
     pub relative: Isometry3<f32>,
+    /// Its pose in the hand's frame as grabbed: where the holder's grip returns to when it gave way (see
+    /// [`super::grip`]). On a peer that does not hold it, the same as `relative`.
+    pub aim: Isometry3<f32>,
 }
 
 /// One player's avatar inside a world.
@@ -136,7 +139,8 @@ impl World {
     }
 
     /// Plays back a remote player's avatar state: moves head and hands, attaches the objects it holds and
-    /// detaches those it no longer lists. A held object is taken over when its ownership sequence is newer
+    /// detaches those it no longer lists, and holds each as the holder's grip says (the holder alone decides
+    /// where its grip gave way). A held object is taken over when its ownership sequence is newer
     /// than this peer's; on a tie only a guest takes it (the host's word: the other player won the race), and
     /// never for a grab that already ended here (a late sample of a hand that has let go). An object taken
     /// over jumps into the hand at once, its rendered pose staying where it was and blending in. States for the
@@ -182,9 +186,15 @@ impl World {
                     };
                     authority.confirmed = true;
                     authority.pending_commit = false;
+                } else if already {
+                    let relative = pose_from_quantized(self, &held.relative);
+                    if let Some(grip) = &mut self.avatars[usize::from(player)].grips[hand.index()] {
+                        grip.relative = relative;
+                        grip.aim = relative;
+                    }
                 }
             }
-            self.set_hand_pose(player, hand, pose);
+            self.move_hand(player, hand, pose, false);
         }
     }
 
@@ -203,6 +213,7 @@ impl World {
         self.avatars[usize::from(holder.player)].grips[holder.hand.index()] = Some(Grip {
             object: id,
             relative,
+            aim: relative,
         });
         let object = &mut self.objects[usize::from(id)];
         object.holder = Some(holder);

@@ -68,16 +68,35 @@ impl World {
         Ok(())
     }
 
-    /// Moves a player's hand; an object it holds follows over the next step. Panics if `player` is not below
-    /// [`MAX_PLAYERS`] (local input; remote hands arrive through [`World::apply_avatar_state`], which checks).
+    /// Moves a player's hand; an object it holds follows over the next step, stopping on what it presses too
+    /// deep (the grip gives way, see [`super::grip`]). Panics if `player` is not below [`MAX_PLAYERS`] (local
+    /// input; remote hands arrive through [`World::apply_avatar_state`], which checks).
     pub fn set_hand_pose(&mut self, player: PlayerIndex, hand: Hand, pose: Isometry3<f32>) {
-        let slot = &mut self.avatars[usize::from(player)];
-        slot.pose.hands[hand.index()] = pose;
-        if let Some(grip) = slot.grips[hand.index()] {
-            let target = pose * grip.relative;
-            let handle = self.objects[usize::from(grip.object)].body;
-            self.physics.bodies[handle].set_next_kinematic_position(pose_to_rapier(&target));
+        self.move_hand(player, hand, pose, true);
+    }
+
+    /// Moves a hand and puts what it holds where the grip says; the holder's own world (`holder_side`) first
+    /// lets the grip give way.
+    pub(crate) fn move_hand(
+        &mut self,
+        player: PlayerIndex,
+        hand: Hand,
+        pose: Isometry3<f32>,
+        holder_side: bool,
+    ) {
+        let i = hand.index();
+        let before = self.avatars[usize::from(player)].pose.hands[i];
+        self.avatars[usize::from(player)].pose.hands[i] = pose;
+        let Some(mut grip) = self.avatars[usize::from(player)].grips[i] else {
+            return;
+        };
+        if holder_side {
+            grip.relative = self.give_way(&grip, &before, &pose);
+            self.avatars[usize::from(player)].grips[i] = Some(grip);
         }
+        let target = pose * grip.relative;
+        let handle = self.objects[usize::from(grip.object)].body;
+        self.physics.bodies[handle].set_next_kinematic_position(pose_to_rapier(&target));
     }
 
     /// Opens a hand: the object falls with the velocity the hand's motion gave it. Returns the object.

@@ -17,6 +17,7 @@ pub mod convert;
 pub mod drive;
 pub mod events;
 pub mod forces;
+pub mod grip;
 pub mod interaction;
 pub mod priority;
 pub mod rolling;

@@ -1,0 +1,86 @@
+//! A grip that gives way: a held object stops on what it presses instead of crushing it.
+//!
+//! A held object is a kinematic body: it goes where the hand puts it, with infinite mass. Lowered onto a cube
+//! that rests on the floor, it squeezes that cube into the floor until the solver shoots it out sideways. So
+//! the holder's world lets the object lag behind the hand along a contact that has gone deep (the object, or
+//! what it presses, sunk more than [`GIVE_WAY_DEPTH`] into something), and lets it catch up only as the hand
+//! comes back or the way clears. The grip's pose relative to the hand travels in the holder's avatar state;
+//! every other peer plays that grip as sent and never gives way on its own contacts, so all agree.
+
+use nalgebra::Isometry3;
+use rapier3d::prelude::ColliderHandle;
+
+use super::World;
+use super::avatar::Grip;
+use super::convert::vec_from_rapier;
+
+/// How deep a contact of a held object, or of what it presses, may go before the grip gives way along it (m).
+/// A resting contact sits about a millimetre deep; a body pinned under a lowered hand sinks a step's travel
+/// further each step.
+pub const GIVE_WAY_DEPTH: f32 = 0.004;
+
+/// How fast a held object that lagged behind its hand catches up once nothing is in the way (m/s), on top of
+/// the hand's own motion: it glides back into the hand instead of jumping there.
+pub const CATCH_UP_SPEED: f32 = 1.0;
+
+impl World {
+    /// The grip's relative pose for this step on the holder's world, as the hand moves from `before` to
+    /// `after`: the aimed pose, held back along each contact the object presses into too deep.
+    pub(crate) fn give_way(
+        &self,
+        grip: &Grip,
+        before: &Isometry3<f32>,
+        after: &Isometry3<f32>,
+    ) -> Isometry3<f32> {
+        let aimed = after * grip.aim;
+        let hand_motion = aimed.translation.vector - (before * grip.aim).translation.vector;
+        let current = self.physics_pose(grip.object).translation.vector;
+        let wanted = aimed.translation.vector - current;
+        let mut step = wanted;
+        let collider = self.objects[usize::from(grip.object)].collider;
+        for pair in self.physics.contact_pairs_with(collider) {
+            let (other, sign) = if pair.collider1 == collider {
+                (pair.collider2, 1.0)
+            } else {
+                (pair.collider1, -1.0)
+            };
+            let pinned = self.deepest_contact(other) > GIVE_WAY_DEPTH;
+            for manifold in pair.solver_manifolds() {
+                let contacts = &manifold.data.solver_contacts;
+                if contacts.is_empty() {
+                    continue;
+                }
+                let normal = vec_from_rapier(manifold.data.normal) * sign;
+                let deep = contacts.iter().any(|c| -c.dist > GIVE_WAY_DEPTH);
+                let into = step.dot(&normal);
+                let allowed = if deep || pinned {
+                    0.0
+                } else {
+                    hand_motion.dot(&normal).max(0.0)
+                };
+                if into > allowed {
+                    step -= normal * (into - allowed);
+                }
+            }
+        }
+        let reach = hand_motion.norm() + CATCH_UP_SPEED * self.dt();
+        if step.norm() > reach {
+            step *= reach / step.norm();
+        }
+        if (step - wanted).norm() <= f32::EPSILON {
+            return grip.aim;
+        }
+        let placed = Isometry3::from_parts((current + step).into(), aimed.rotation);
+        after.inverse() * placed
+    }
+
+    /// How deep the deepest active contact of a collider goes (m; 0 when nothing overlaps it).
+    fn deepest_contact(&self, collider: ColliderHandle) -> f32 {
+        self.physics
+            .contact_pairs_with(collider)
+            .flat_map(|pair| pair.solver_manifolds())
+            .flat_map(|manifold| manifold.data.solver_contacts.iter())
+            .map(|contact| -contact.dist)
+            .fold(0.0, f32::max)
+    }
+}
