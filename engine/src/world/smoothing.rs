@@ -69,18 +69,21 @@ impl RenderError {
         )
     }
 
-    /// Shrinks the error by one frame's factor, by at most [`MAX_BLEND_STEP`] in position.
+    /// Shrinks the error by one frame's factor, by at most [`MAX_BLEND_STEP`] in position; the rotation
+    /// shrinks by the same share as the position (a large jump turns back no faster than it moves back, so the
+    /// turning corners add little to the step on screen).
     pub fn decay(&mut self) {
         let distance = self.position.norm();
-        let factor = blend_factor(distance);
+        let mut kept = blend_factor(distance);
         if distance > 0.0 {
-            let shrunk = (distance * factor).max(distance - MAX_BLEND_STEP);
-            self.position *= shrunk / distance;
+            let shrunk = (distance * kept).max(distance - MAX_BLEND_STEP);
+            kept = shrunk / distance;
+            self.position *= kept;
         }
         if self.position.norm() < SNAP {
             self.position = Vector3::zeros();
         }
-        self.rotation = UnitQuaternion::identity().slerp(&self.rotation, factor);
+        self.rotation = UnitQuaternion::identity().slerp(&self.rotation, kept);
         if self.rotation.angle() < 1e-5 {
             self.rotation = UnitQuaternion::identity();
         }
