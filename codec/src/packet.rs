@@ -940,20 +940,25 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                 });
             }
             let named = sequence.wrapping_sub(previous_offset);
-            let b = history.get(id, named).ok_or(CodecError::MissingBaseline {
-                object: id,
-                sequence: named,
-            })?;
-            baseline = Some((b.state, b.frame, named));
+            let (b_frame, b) = history
+                .get_ref(id, named)
+                .ok_or(CodecError::MissingBaseline {
+                    object: id,
+                    sequence: named,
+                })?;
+            baseline = Some((b, b_frame, named));
         }
-        let mut state = T::default();
+        // Decoded in place in the output, so that the state (often the baseline itself) is copied once.
+        let at = out.len();
+        out.push((id, T::default()));
+        let state = &mut out[at].1;
         let mut path = DeltaPath::Absolute;
         serialize_entry_lazy(
             s,
             config,
-            &mut state,
+            state,
             &mut path,
-            baseline.as_ref().map(|(b, _, _)| b),
+            baseline.map(|(b, _, _)| b),
             after_change,
             |s| {
                 let Some((b, b_frame, named)) = baseline else {
@@ -972,14 +977,13 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                                 sequence,
                             })?;
                         let span = b_frame.wrapping_sub(o.frame);
-                        return Ok(T::predict_from_history(config, &b, frames, &o.state, span));
+                        return Ok(T::predict_from_history(config, b, frames, &o.state, span));
                     }
                 }
-                Ok(T::predict(config, &b, frames))
+                Ok(T::predict(config, b, frames))
             },
         )?;
         after_change = path != DeltaPath::Unchanged;
-        out.push((id, state));
     }
     Ok((frame, out))
 }
