@@ -313,6 +313,18 @@ impl<T: Copy> ReceiveHistory<T> {
     /// The state of object `id` received in packet `sequence`, if still held.
     #[inline]
     pub fn get(&self, id: u16, sequence: u16) -> Option<Baseline<T>> {
+        let (frame, state) = self.get_ref(id, sequence)?;
+        Some(Baseline {
+            sequence,
+            frame,
+            state: *state,
+        })
+    }
+
+    /// [`ReceiveHistory::get`] by reference: the sender's frame and the state where it is held, so that a decoder
+    /// copies a baseline once, straight into the state it decodes, rather than through temporaries.
+    #[inline]
+    pub(crate) fn get_ref(&self, id: u16, sequence: u16) -> Option<(u16, &T)> {
         let slots = self.objects.get(usize::from(id))?.as_deref()?;
         let slot = ObjectHistory::<T>::slot(sequence);
         // A slot's tag names a sequence of the slot only when it holds a state, so equality is enough.
@@ -320,11 +332,7 @@ impl<T: Copy> ReceiveHistory<T> {
         if tag.sequence != sequence {
             return None;
         }
-        Some(Baseline {
-            sequence,
-            frame: tag.frame,
-            state: slots.states[slot].0,
-        })
+        Some((tag.frame, &slots.states[slot].0))
     }
 
     /// Forgets what was received for object `id`. A 16-bit sequence cannot say how old a held state is once the
