@@ -64,18 +64,20 @@ pub struct Grip {
 pub(crate) struct AvatarSlot {
     pub(crate) pose: AvatarPose,
     pub(crate) grips: [Option<Grip>; 2],
+    /// The hands where the last physics step took what they hold: a grip gives way against the hand's motion
+    /// since then, however many times the hand moved in between (a game moves it once a rendered frame).
+    pub(crate) stepped_hands: [Isometry3<f32>; 2],
 }
 
 impl AvatarSlot {
     /// An avatar standing at `head`, hands half a metre ahead of it to either side.
     pub(crate) fn at(head: Isometry3<f32>) -> Self {
         let hand = |x: f32| head * Isometry3::translation(x, -0.5, 0.5);
+        let hands = [hand(-0.3), hand(0.3)];
         Self {
-            pose: AvatarPose {
-                head,
-                hands: [hand(-0.3), hand(0.3)],
-            },
+            pose: AvatarPose { head, hands },
             grips: [None, None],
+            stepped_hands: hands,
         }
     }
 }

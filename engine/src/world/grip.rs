@@ -24,8 +24,9 @@ pub const GIVE_WAY_DEPTH: f32 = 0.004;
 pub const CATCH_UP_SPEED: f32 = 1.0;
 
 impl World {
-    /// The grip's relative pose for this step on the holder's world, as the hand moves from `before` to
-    /// `after`: the aimed pose, held back along each contact the object presses into too deep.
+    /// The grip's relative pose for the next step on the holder's world, the hand having moved from `before`
+    /// (where the last step took it) to `after`: the aimed pose, held back along each contact the object presses
+    /// into too deep. The same for any number of hand moves between two steps: it depends on the last only.
     pub(crate) fn give_way(
         &self,
         grip: &Grip,
@@ -44,16 +45,19 @@ impl World {
             } else {
                 (pair.collider1, -1.0)
             };
-            let pinned = self.deepest_contact(other) > GIVE_WAY_DEPTH;
+            // Whether the other body is pressed too deep into something: looked up once, and only for a
+            // contact this step pushes into.
+            let mut pinned = None;
             for manifold in pair.solver_manifolds() {
                 let contacts = &manifold.data.solver_contacts;
-                if contacts.is_empty() {
+                let normal = vec_from_rapier(manifold.data.normal) * sign;
+                let into = step.dot(&normal);
+                if contacts.is_empty() || into <= 0.0 {
                     continue;
                 }
-                let normal = vec_from_rapier(manifold.data.normal) * sign;
-                let deep = contacts.iter().any(|c| -c.dist > GIVE_WAY_DEPTH);
-                let into = step.dot(&normal);
-                let allowed = if deep || pinned {
+                let blocked = contacts.iter().any(|c| -c.dist > GIVE_WAY_DEPTH)
+                    || *pinned.get_or_insert_with(|| self.deepest_contact(other) > GIVE_WAY_DEPTH);
+                let allowed = if blocked {
                     0.0
                 } else {
                     hand_motion.dot(&normal).max(0.0)

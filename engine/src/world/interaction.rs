@@ -84,15 +84,15 @@ impl World {
         pose: Isometry3<f32>,
         holder_side: bool,
     ) {
-        let i = hand.index();
-        let before = self.avatars[usize::from(player)].pose.hands[i];
-        self.avatars[usize::from(player)].pose.hands[i] = pose;
-        let Some(mut grip) = self.avatars[usize::from(player)].grips[i] else {
+        let (slot, i) = (usize::from(player), hand.index());
+        self.avatars[slot].pose.hands[i] = pose;
+        let Some(mut grip) = self.avatars[slot].grips[i] else {
             return;
         };
         if holder_side {
-            grip.relative = self.give_way(&grip, &before, &pose);
-            self.avatars[usize::from(player)].grips[i] = Some(grip);
+            let stepped = self.avatars[slot].stepped_hands[i];
+            grip.relative = self.give_way(&grip, &stepped, &pose);
+            self.avatars[slot].grips[i] = Some(grip);
         }
         let target = pose * grip.relative;
         let handle = self.objects[usize::from(grip.object)].body;

@@ -395,6 +395,9 @@ impl World {
                 .map(|o| vec_from_rapier(self.physics.bodies[o.body].linvel())),
         );
         self.physics.step();
+        for slot in &mut self.avatars {
+            slot.stepped_hands = slot.pose.hands;
+        }
         for object in &mut self.objects {
             object.priority.tick();
             object.render_error.decay();
