@@ -58,37 +58,35 @@ impl EventLog {
 impl World {
     /// Queues an event for every object whose authority or holder differs from the last look.
     pub(crate) fn observe_changes(&mut self) {
-        let now: Vec<(PlayerIndex, Option<Holder>)> = self
-            .objects
-            .iter()
-            .map(|o| (o.authority.view.authority, o.holder))
-            .collect();
-        if self.events.seen.len() != now.len() {
-            self.events.seen = now;
+        let log = &mut self.events;
+        if log.seen.len() != self.objects.len() {
+            log.seen.clear();
+            log.seen.extend(
+                self.objects
+                    .iter()
+                    .map(|o| (o.authority.view.authority, o.holder)),
+            );
             return;
         }
-        for (id, (before, after)) in std::mem::take(&mut self.events.seen)
-            .into_iter()
-            .zip(now.iter().copied())
-            .enumerate()
-        {
+        for (id, object) in self.objects.iter().enumerate() {
+            let after = (object.authority.view.authority, object.holder);
+            let before = std::mem::replace(&mut log.seen[id], after);
             let object = id as ObjectId;
             if before.0 != after.0 {
-                self.events.push(WorldEvent::AuthorityChanged {
+                log.push(WorldEvent::AuthorityChanged {
                     object,
                     from: before.0,
                     to: after.0,
                 });
             }
             if before.1 != after.1 {
-                self.events.push(WorldEvent::OwnershipChanged {
+                log.push(WorldEvent::OwnershipChanged {
                     object,
                     from: before.1,
                     to: after.1,
                 });
             }
         }
-        self.events.seen = now;
     }
 
     /// The authority and ownership changes seen since the last call, oldest first.
