@@ -120,7 +120,8 @@ pub struct SentPacket {
     pub avatars: Vec<u8>,
 }
 
-/// The states one received datagram carried, newer than anything received before for each object or avatar.
+/// The states one received datagram carried: those newer than anything received before for each object or
+/// avatar, and apart, those a newer datagram carried first.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ReceivedUpdate {
     /// The datagram's sequence number.
@@ -131,6 +132,20 @@ pub struct ReceivedUpdate {
     /// left out (they are still kept as baselines).
     pub objects: Vec<(u16, ObjectState)>,
     /// Avatars with their sample-time offsets, with stale ones left out the same way.
+    pub avatars: Vec<TimedAvatar>,
+    /// What the datagram carried that a newer datagram carried first (link jitter reordered them).
+    pub overtaken: Overtaken,
+}
+
+/// The entries of a datagram overtaken on the way: each object or avatar in it had already arrived in a newer
+/// datagram. Stale for a receiver that applies states on arrival, but each is still the sender's state of the
+/// datagram's frame, which a jitter buffer plays in its slot on the sender's timeline if it has not played past
+/// it: a hand that opened there and the thrown object's first free state beside it, say.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Overtaken {
+    /// Object states, by id.
+    pub objects: Vec<(u16, ObjectState)>,
+    /// Avatars with their sample-time offsets.
     pub avatars: Vec<TimedAvatar>,
 }
 
@@ -420,6 +435,7 @@ impl StateLink {
                 frame,
                 objects,
                 avatars: avatars.into_iter().map(|(_, a)| a).collect(),
+                overtaken: Overtaken::default(),
             },
         ))
     }
@@ -439,13 +455,13 @@ impl StateLink {
         let at = widen(self.newest_received, sequence);
         self.newest_received = Some(self.newest_received.map_or(at, |n| n.max(at)));
         let newest_object = &mut self.newest_object;
-        update
-            .objects
-            .retain(|(id, _)| newest_object.advance(usize::from(*id), at));
+        (update.objects, update.overtaken.objects) = std::mem::take(&mut update.objects)
+            .into_iter()
+            .partition(|(id, _)| newest_object.advance(usize::from(*id), at));
         let newest_avatar = &mut self.newest_avatar;
-        update
-            .avatars
-            .retain(|a| newest_avatar.advance(usize::from(a.state.player), at));
+        (update.avatars, update.overtaken.avatars) = std::mem::take(&mut update.avatars)
+            .into_iter()
+            .partition(|a| newest_avatar.advance(usize::from(a.state.player), at));
         update
     }
 

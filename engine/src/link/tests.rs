@@ -521,3 +521,90 @@ fn reported_loss_agrees_with_what_the_link_lost() {
         }
     }
 }
+
+/// A datagram overtaken on the way (link jitter reorders datagrams sent a frame apart) is still the sender's
+/// frame: a jitter buffer plays its avatar and its object updates in their slot. Here it carries a throw, the
+/// hand opening and the thrown object's first free state. Dropped as stale, the hand opened a frame late, or
+/// several while the datagrams after it kept overtaking, and every peer that had to agree on who holds a
+/// contested cube waited for the next avatar that got through in order; with only its avatar kept, the hand
+/// opened in its slot while the object's next state came a frame later, 10 cm on.
+#[test]
+fn an_overtaken_datagram_still_plays_its_frame_in_its_slot() {
+    use crate::session::{DEFAULT_JITTER_DELAY, FrameJitterBuffer};
+    use physync_codec::HeldObject;
+    let quant = QuantConfig::default();
+    let mut a = StateLink::new(LinkSettings::default()).unwrap();
+    let mut b = StateLink::new(LinkSettings::default()).unwrap();
+    let thrown = |frame: u64| ObjectState {
+        body: BodyState::quantize(
+            &quant,
+            [frame as f32 * 0.1, 1.0, 0.0],
+            [0.0, 0.0, 0.0, 1.0],
+            [6.0, 0.0, 0.0],
+            [0.0; 3],
+            false,
+        ),
+        ..ObjectState::default()
+    };
+    let mut packets = Vec::new();
+    for frame in 0..6u64 {
+        let mut state = avatar(2, frame).state;
+        if frame < 3 {
+            state.hands[1].held = Some(HeldObject {
+                object: 0,
+                relative: state.hands[1].pose,
+                authority_seq: 1,
+                ownership_seq: 1,
+            });
+        }
+        let avatars = [TimedAvatar::new(state, Duration::ZERO)];
+        let objects = [thrown(frame)];
+        let out = Outgoing {
+            frame,
+            objects: if frame < 3 { &[] } else { &objects },
+            priorities: if frame < 3 { &[] } else { &[1.0] },
+            avatars: &avatars,
+        };
+        packets.push(a.build_packet(FRAME * frame as u32, &out).unwrap().unwrap());
+    }
+    // Every datagram takes 80 ms, but frame 3's takes 110: frame 4's overtakes it.
+    let mut buffer = FrameJitterBuffer::new(DEFAULT_JITTER_DELAY, 60, quant);
+    let mut arrivals: Vec<(Duration, usize)> = (0..6)
+        .map(|k| {
+            let late = if k == 3 { 0.110 } else { 0.080 };
+            (FRAME * k as u32 + Duration::from_secs_f64(late), k)
+        })
+        .collect();
+    arrivals.sort();
+    assert_eq!(arrivals[3].1, 4, "frame 4 arrives before frame 3");
+    for (arrival, k) in arrivals {
+        let got = b.receive(arrival, &packets[k].bytes).unwrap();
+        buffer.push(arrival, got.frame, &got.avatars, &got.objects);
+        let late = &got.overtaken;
+        buffer.push_overtaken(arrival, got.frame, &late.avatars, &late.objects);
+    }
+    // Play time reaches frame 3 at 3 frames + the 80 ms fastest delay + the play-out delay.
+    let slot =
+        FRAME * 3 + Duration::from_millis(80) + DEFAULT_JITTER_DELAY + Duration::from_millis(1);
+    let shown = buffer.sample(slot, 2).unwrap();
+    assert_eq!(
+        shown.hands[1].held, None,
+        "the hand opens in frame 3's slot"
+    );
+    let mut due = Vec::new();
+    buffer.pop_objects(slot, &mut due);
+    assert_eq!(
+        due,
+        vec![(0, thrown(3))],
+        "with the object's state of frame 3"
+    );
+    buffer.pop_objects(slot + FRAME, &mut due);
+    assert_eq!(due, vec![(0, thrown(3)), (0, thrown(4))]);
+    // A receiver applying states on arrival (no jitter buffer) still sees nothing overtaken as fresh.
+    let mut c = StateLink::new(LinkSettings::default()).unwrap();
+    c.receive(Duration::ZERO, &packets[4].bytes).unwrap();
+    let overtaken = c.receive(Duration::ZERO, &packets[3].bytes).unwrap();
+    assert!(overtaken.avatars.is_empty() && overtaken.objects.is_empty());
+    assert_eq!(overtaken.overtaken.avatars.len(), 1);
+    assert_eq!(overtaken.overtaken.objects.len(), 1);
+}

@@ -131,6 +131,15 @@ impl FrameJitterBuffer {
         objects: &[(u16, ObjectState)],
     ) {
         let packet_time = self.clock.observe(now, frame);
+        self.push_avatars(packet_time, avatars);
+        let at = self.objects.partition_point(|&(t, _, _)| t <= packet_time);
+        for (i, &(id, state)) in objects.iter().enumerate() {
+            self.objects.insert(at + i, (packet_time, id, state));
+        }
+    }
+
+    /// Puts each avatar sample in its slot on the sender's timeline: the datagram's time minus its offset.
+    fn push_avatars(&mut self, packet_time: f64, avatars: &[TimedAvatar]) {
         for avatar in avatars {
             let Some(queue) = self.samples.get_mut(usize::from(avatar.state.player)) else {
                 continue;
@@ -146,9 +155,32 @@ impl FrameJitterBuffer {
                 queue.pop_front();
             }
         }
-        let at = self.objects.partition_point(|&(t, _, _)| t <= packet_time);
-        for (i, &(id, state)) in objects.iter().enumerate() {
-            self.objects.insert(at + i, (packet_time, id, state));
+    }
+
+    /// Adds what a datagram overtaken on the way carried ([`crate::link::Overtaken`]), stamped with its own
+    /// `frame`: each avatar sample goes into its slot, and each object update the play time has not passed
+    /// goes into its slot too, played before the newer update of the same object that overtook it. One the play
+    /// time has passed is dropped: a newer state of that object is already in the world.
+    pub fn push_overtaken(
+        &mut self,
+        now: Duration,
+        frame: u16,
+        avatars: &[TimedAvatar],
+        objects: &[(u16, ObjectState)],
+    ) {
+        let played = self.played.map(|(_, play)| play);
+        let packet_time = self.clock.observe(now, frame);
+        self.push_avatars(packet_time, avatars);
+        if played.is_some_and(|play| packet_time <= play) {
+            return;
+        }
+        for &(id, state) in objects {
+            let at = self.objects.partition_point(|&(t, _, _)| t < packet_time);
+            let end = self.objects.partition_point(|&(t, _, _)| t <= packet_time);
+            match self.objects.range(at..end).position(|&(_, i, _)| i == id) {
+                Some(k) => self.objects[at + k].2 = state,
+                None => self.objects.insert(end, (packet_time, id, state)),
+            }
         }
     }
 

@@ -173,20 +173,23 @@ impl GuestSession {
         if update
             .objects
             .iter()
+            .chain(&update.overtaken.objects)
             .any(|&(id, _)| usize::from(id) >= count)
         {
             return Err(LinkError::Codec(CodecError::Invalid { field: "object id" }));
         }
         let me = self.player;
         self.remote.clear();
-        self.remote.extend(
-            update
-                .avatars
-                .iter()
-                .filter(|a| a.state.player != me && self.roster & (1 << a.state.player) != 0),
-        );
+        let roster = self.roster;
+        let remote = |a: &&TimedAvatar| a.state.player != me && roster & (1 << a.state.player) != 0;
+        self.remote.extend(update.avatars.iter().filter(remote));
         self.jitter
             .push(now, update.frame, &self.remote, &update.objects);
+        self.remote.clear();
+        self.remote
+            .extend(update.overtaken.avatars.iter().filter(remote));
+        self.jitter
+            .push_overtaken(now, update.frame, &self.remote, &update.overtaken.objects);
         Ok(())
     }
 

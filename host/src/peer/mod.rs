@@ -513,14 +513,25 @@ impl PeerHost {
         let foreign = update
             .avatars
             .iter()
+            .chain(&update.overtaken.avatars)
             .filter(|a| a.state.player != sender)
             .count();
-        let own: Vec<TimedAvatar> = update
-            .avatars
-            .into_iter()
-            .filter(|a| a.state.player == sender)
-            .collect();
-        guest.frames.push(now, update.frame, &own, &update.objects);
+        let own = |avatars: Vec<TimedAvatar>| -> Vec<TimedAvatar> {
+            avatars
+                .into_iter()
+                .filter(|a| a.state.player == sender)
+                .collect()
+        };
+        let overtaken = update.overtaken;
+        guest
+            .frames
+            .push(now, update.frame, &own(update.avatars), &update.objects);
+        guest.frames.push_overtaken(
+            now,
+            update.frame,
+            &own(overtaken.avatars),
+            &overtaken.objects,
+        );
         for _ in 0..foreign {
             self.count_bad(from, Bad::NoAuthority, None);
         }
