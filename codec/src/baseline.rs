@@ -41,7 +41,9 @@ struct SentPacket<T> {
     sequence: u16,
     frame: u16,
     live: bool,
-    states: Vec<(u16, T)>,
+    /// The ids the packet carried, and their states in the same order.
+    ids: Vec<u16>,
+    states: Vec<T>,
 }
 
 /// Acked states the sender keeps per object besides its baseline, for predictors that extrapolate from two
@@ -69,6 +71,7 @@ impl<T: Copy> AckTracker<T> {
                     sequence: 0,
                     frame: 0,
                     live: false,
+                    ids: Vec::new(),
                     states: Vec::new(),
                 })
                 .collect(),
@@ -88,9 +91,28 @@ impl<T: Copy> AckTracker<T> {
         slot.sequence = sequence;
         slot.frame = frame;
         slot.live = true;
-        // Each slot holds exactly what its packet carried (a `Vec` handed in is taken over as it is): a slot that
-        // kept the largest capacity it ever needed would make a long session's memory creep with every new record.
-        slot.states = states.into_iter().collect();
+        // Each slot holds exactly what its packet carried: a slot that kept the largest capacity it ever needed
+        // would make a long session's memory creep with every new record.
+        (slot.ids, slot.states) = states.into_iter().unzip();
+    }
+
+    /// [`AckTracker::record_sent`] with the ids and their states (in the same order) in two vectors, taken over
+    /// as they are: the packet writer builds them so, which spares it assembling an `(id, state)` pair per entry
+    /// (a copy of each state through the stack).
+    pub(crate) fn record_sent_split(
+        &mut self,
+        sequence: u16,
+        frame: u16,
+        ids: Vec<u16>,
+        states: Vec<T>,
+    ) {
+        debug_assert_eq!(ids.len(), states.len());
+        let slot = &mut self.sent[usize::from(sequence) % SENT_PACKETS];
+        slot.sequence = sequence;
+        slot.frame = frame;
+        slot.live = true;
+        slot.ids = ids;
+        slot.states = states;
     }
 
     /// Processes the ack fields of a header from the other side: every newly acked packet's states become their
@@ -104,7 +126,7 @@ impl<T: Copy> AckTracker<T> {
             }
             slot.live = false;
             newly.push(sequence);
-            for &(id, state) in &slot.states {
+            for (&id, &state) in slot.ids.iter().zip(&slot.states) {
                 let (Some(b), Some(older)) = (
                     self.baselines.get_mut(usize::from(id)),
                     self.older.get_mut(usize::from(id)),

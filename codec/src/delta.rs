@@ -8,6 +8,8 @@
 //! Any state type joins by implementing [`DeltaState`]: rigid bodies and avatars here, shooter snapshots in the
 //! engine. The generic code owns the choice of path and the tags; the state type owns its fields.
 
+use std::borrow::Borrow;
+
 use crate::error::CodecError;
 use crate::quant::bits_for;
 use crate::stream::{Ctx, MeasureStream, Stream};
@@ -277,26 +279,25 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
     baseline: Option<&T>,
     prediction: Option<&T>,
 ) -> Result<(), CodecError> {
-    serialize_entry_lazy(s, config, value, path, baseline, false, |_| {
-        Ok(prediction.copied())
-    })
+    serialize_entry_lazy(s, config, value, path, baseline, false, |_| Ok(prediction))
 }
 
 /// [`serialize_entry`] with the prediction computed only when the entry needs it (not for an unchanged entry,
 /// most of a packet): `prediction(s)` runs right after the unchanged flag and must return what `T::predict` from
 /// the baseline does, or what `T::predict_from_history` does from the older state it serializes on `s` (the
-/// packet layer names that state there, so an unchanged entry pays nothing for it). `after_change` says whether
-/// the entry before this one in its section changed (was not [`DeltaPath::Unchanged`]): the tags' contexts.
+/// packet layer names that state there, so an unchanged entry pays nothing for it). It may hand the prediction
+/// back by value or, where the caller holds it already, by reference. `after_change` says whether the entry
+/// before this one in its section changed (was not [`DeltaPath::Unchanged`]): the tags' contexts.
 #[inline]
 #[allow(clippy::too_many_arguments)]
-pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
+pub fn serialize_entry_lazy<S: Stream, T: DeltaState, P: Borrow<T>>(
     s: &mut S,
     config: &T::Config,
     value: &mut T,
     path: &mut DeltaPath,
     baseline: Option<&T>,
     after_change: bool,
-    prediction: impl FnOnce(&mut S) -> Result<Option<T>, CodecError>,
+    prediction: impl FnOnce(&mut S) -> Result<Option<P>, CodecError>,
 ) -> Result<(), CodecError> {
     let Some(base) = baseline else {
         if !S::READING && *path != DeltaPath::Absolute {
@@ -307,17 +308,46 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
         *path = DeltaPath::Absolute;
         return T::serialize_absolute(s, config, value);
     };
-    let class = base.motion_class().min(MOTION_CLASSES - 1);
-    let near = usize::from(after_change);
-    let mut unchanged = *path == DeltaPath::Unchanged;
-    s.bool(UNCHANGED[near][class], &mut unchanged)?;
-    if unchanged {
-        *path = DeltaPath::Unchanged;
+    if serialize_unchanged(s, path, base, after_change)? {
         *value = *base;
         return Ok(());
     }
+    serialize_changed(s, config, value, path, base, prediction)
+}
+
+/// The first part of [`serialize_entry_lazy`] for an entry with a baseline: the unchanged flag. Returns whether
+/// the entry is unchanged (setting `path` to [`DeltaPath::Unchanged`] when it is), in which case nothing follows
+/// and the state is the baseline. Split out so that a writer sends an unchanged entry without copying its state.
+#[inline]
+pub(crate) fn serialize_unchanged<S: Stream, T: DeltaState>(
+    s: &mut S,
+    path: &mut DeltaPath,
+    base: &T,
+    after_change: bool,
+) -> Result<bool, CodecError> {
+    let class = base.motion_class().min(MOTION_CLASSES - 1);
+    let mut unchanged = *path == DeltaPath::Unchanged;
+    s.bool(UNCHANGED[usize::from(after_change)][class], &mut unchanged)?;
+    if unchanged {
+        *path = DeltaPath::Unchanged;
+    }
+    Ok(unchanged)
+}
+
+/// The rest of [`serialize_entry_lazy`] after an unchanged flag that said the entry changed: the prediction, the
+/// perfect-prediction flag, the path tag and the state along its path.
+#[inline]
+pub(crate) fn serialize_changed<S: Stream, T: DeltaState, P: Borrow<T>>(
+    s: &mut S,
+    config: &T::Config,
+    value: &mut T,
+    path: &mut DeltaPath,
+    base: &T,
+    prediction: impl FnOnce(&mut S) -> Result<Option<P>, CodecError>,
+) -> Result<(), CodecError> {
+    let class = base.motion_class().min(MOTION_CLASSES - 1);
     let predicted = prediction(s)?;
-    let prediction = predicted.as_ref();
+    let prediction = predicted.as_ref().map(Borrow::borrow);
     let step = prediction.map_or(0, |p| {
         T::prediction_class(p, base).min(PREDICTION_CLASSES - 1)
     });
