@@ -112,6 +112,15 @@ pub trait DeltaState: Copy + PartialEq + Default {
         value: &mut Self,
     ) -> Result<(), CodecError>;
 
+    /// Whether [`DeltaState::predict`] gives a prediction for `baseline` over `frames`, known without making it: a
+    /// reader that ignores contexts (bit-packing) then predicts only for an entry coded against the prediction,
+    /// not for one sent as a residual against its baseline. The default makes the prediction to find out; an
+    /// override must agree with `predict` exactly (a reader that was told wrong fails with a typed error).
+    #[inline]
+    fn predicts(config: &Self::Config, baseline: &Self, frames: u16) -> bool {
+        Self::predict(config, baseline, frames).is_some()
+    }
+
     /// Whether entries of this type may name an older acked state of the object besides its baseline, to
     /// extrapolate from the two (see [`DeltaState::predict_from_history`]): for types whose states carry no
     /// velocity to predict with. Both ends must agree, so it depends on the shared configuration only.
@@ -268,6 +277,19 @@ pub fn plan<T: DeltaState>(
     best.ok_or(NO_PATH)
 }
 
+/// The prediction an entry is coded against, as the packet layer hands it to [`serialize_entry_lazy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prediction<P> {
+    /// The entry has none (and no prediction paths).
+    None,
+    /// Made already, by value or by reference.
+    Made(P),
+    /// `T::predict` from the baseline over this many frames, which [`DeltaState::predicts`] said gives one: made
+    /// only if the stream needs it, that is for a perfect prediction, a prediction error, or a stream that codes
+    /// under contexts (which depend on it).
+    FromBaseline(u16),
+}
+
 /// Serializes one entry along `path` (written when writing, filled in when reading). `baseline` is the state the
 /// entry is coded against, if any, and `prediction` must be `T::predict` from it (the same on both ends).
 #[inline]
@@ -279,14 +301,17 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
     baseline: Option<&T>,
     prediction: Option<&T>,
 ) -> Result<(), CodecError> {
-    serialize_entry_lazy(s, config, value, path, baseline, false, |_| Ok(prediction))
+    serialize_entry_lazy(s, config, value, path, baseline, false, |_| {
+        Ok(prediction.map_or(Prediction::None, Prediction::Made))
+    })
 }
 
 /// [`serialize_entry`] with the prediction computed only when the entry needs it (not for an unchanged entry,
 /// most of a packet): `prediction(s)` runs right after the unchanged flag and must return what `T::predict` from
 /// the baseline does, or what `T::predict_from_history` does from the older state it serializes on `s` (the
 /// packet layer names that state there, so an unchanged entry pays nothing for it). It may hand the prediction
-/// back by value or, where the caller holds it already, by reference. `after_change` says whether the entry
+/// back by value or, where the caller holds it already, by reference, or leave it to be made from the baseline
+/// only if the entry needs it ([`Prediction::FromBaseline`]). `after_change` says whether the entry
 /// before this one in its section changed (was not [`DeltaPath::Unchanged`]): the tags' contexts.
 #[inline]
 #[allow(clippy::too_many_arguments)]
@@ -297,7 +322,7 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState, P: Borrow<T>>(
     path: &mut DeltaPath,
     baseline: Option<&T>,
     after_change: bool,
-    prediction: impl FnOnce(&mut S) -> Result<Option<P>, CodecError>,
+    prediction: impl FnOnce(&mut S) -> Result<Prediction<P>, CodecError>,
 ) -> Result<(), CodecError> {
     let Some(base) = baseline else {
         if !S::READING && *path != DeltaPath::Absolute {
@@ -343,24 +368,48 @@ pub(crate) fn serialize_changed<S: Stream, T: DeltaState, P: Borrow<T>>(
     value: &mut T,
     path: &mut DeltaPath,
     base: &T,
-    prediction: impl FnOnce(&mut S) -> Result<Option<P>, CodecError>,
+    prediction: impl FnOnce(&mut S) -> Result<Prediction<P>, CodecError>,
 ) -> Result<(), CodecError> {
     let class = base.motion_class().min(MOTION_CLASSES - 1);
-    let predicted = prediction(s)?;
-    let prediction = predicted.as_ref().map(Borrow::borrow);
-    let step = prediction.map_or(0, |p| {
-        T::prediction_class(p, base).min(PREDICTION_CLASSES - 1)
-    });
-    if let Some(p) = prediction {
+    let (made, mut later) = match prediction(s)? {
+        Prediction::None => (None, None),
+        Prediction::Made(p) => (Some(p), None),
+        Prediction::FromBaseline(frames) => (None, Some(frames)),
+    };
+    let exists = made.is_some() || later.is_some();
+    // The deferred prediction, once made.
+    let mut owned: Option<T> = None;
+    let make = |later: &mut Option<u16>, owned: &mut Option<T>| -> Result<(), CodecError> {
+        if let Some(frames) = later.take() {
+            *owned = Some(T::predict(config, base, frames).ok_or(CodecError::Invalid {
+                field: "prediction",
+            })?);
+        }
+        Ok(())
+    };
+    if S::CONTEXTS {
+        make(&mut later, &mut owned)?;
+    }
+    let step = made
+        .as_ref()
+        .map(Borrow::borrow)
+        .or(owned.as_ref())
+        .map_or(0, |p| {
+            T::prediction_class(p, base).min(PREDICTION_CLASSES - 1)
+        });
+    if exists {
         let mut perfect = *path == DeltaPath::Predicted;
         s.bool(PERFECT[step][class], &mut perfect)?;
         if perfect {
-            *path = DeltaPath::Predicted;
-            *value = *p;
-            return Ok(());
+            make(&mut later, &mut owned)?;
+            if let Some(p) = made.as_ref().map(Borrow::borrow).or(owned.as_ref()) {
+                *path = DeltaPath::Predicted;
+                *value = *p;
+                return Ok(());
+            }
         }
     }
-    let first = i32::from(prediction.is_none());
+    let first = i32::from(!exists);
     let mut tag = match *path {
         DeltaPath::PredictionError => 0,
         DeltaPath::Delta => 1,
@@ -375,7 +424,10 @@ pub(crate) fn serialize_changed<S: Stream, T: DeltaState, P: Borrow<T>>(
     let mut coded = tag - first;
     s.int(PATH[step][class], &mut coded, 0, 2 - first)?;
     tag = coded + first;
-    match (tag, prediction) {
+    if tag == 0 {
+        make(&mut later, &mut owned)?;
+    }
+    match (tag, made.as_ref().map(Borrow::borrow).or(owned.as_ref())) {
         (0, Some(p)) => {
             *path = DeltaPath::PredictionError;
             T::serialize_prediction_error(s, config, value, p, base)

@@ -1234,6 +1234,11 @@ impl DeltaState for ObjectState {
     }
 
     #[inline]
+    fn predicts(config: &StateConfig, _baseline: &Self, frames: u16) -> bool {
+        !config.pose_only && frames != 0 && frames <= crate::predict::MAX_PREDICT_FRAMES
+    }
+
+    #[inline]
     fn prediction_class(prediction: &Self, baseline: &Self) -> usize {
         let step = (0..3)
             .map(|i| {
@@ -1732,6 +1737,33 @@ mod tests {
             let p = extrapolate_rotation(&quant, &base, frames, &older, span);
             prop_assert!(p.largest < 4);
             prop_assert!(p.components.iter().all(|c| c.abs() <= 255));
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn predicts_agrees_with_predict(
+            at_rest: bool,
+            pose_only: bool,
+            frames in 0u16..=300,
+            velocity in prop::array::uniform3(-2000i32..=2000),
+        ) {
+            // A bit-packed reader trusts `predicts` to know whether an entry has prediction paths without making
+            // the prediction: the two must never disagree.
+            let config = StateConfig { pose_only, ..StateConfig::default() };
+            let base = ObjectState {
+                body: BodyState {
+                    position: [100, 300, -40],
+                    linear_velocity: if at_rest { [0; 3] } else { velocity },
+                    at_rest,
+                    ..BodyState::default()
+                },
+                ..ObjectState::default()
+            };
+            prop_assert_eq!(
+                ObjectState::predicts(&config, &base, frames),
+                ObjectState::predict(&config, &base, frames).is_some()
+            );
         }
     }
 

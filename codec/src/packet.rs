@@ -11,7 +11,8 @@ use crate::arith::{ArithPricing, ArithReadStream, ArithWriteStream, FieldCosts};
 use crate::baseline::{AckTracker, Baseline, MAX_BASELINE_OFFSET, MAX_OLDER_GAP, ReceiveHistory};
 use crate::bitpack::{BitReadStream, BitWriteStream};
 use crate::delta::{
-    DeltaPath, DeltaState, plan, serialize_changed, serialize_entry_lazy, serialize_unchanged,
+    DeltaPath, DeltaState, Prediction, plan, serialize_changed, serialize_entry_lazy,
+    serialize_unchanged,
 };
 use crate::error::CodecError;
 use crate::header::{Backend, HEADER_BYTES, PacketHeader, serialize_header};
@@ -267,7 +268,7 @@ fn serialize_entry_body<S: Stream, T: DeltaState>(
     let Some(base) = e.baseline else {
         let mut state = *e.state(values);
         return serialize_entry_lazy(s, config, &mut state, &mut path, None, after_change, |_| {
-            Ok(None::<&T>)
+            Ok(Prediction::<&T>::None)
         });
     };
     // An unchanged entry is its flag alone: its state is not even read.
@@ -280,7 +281,8 @@ fn serialize_entry_body<S: Stream, T: DeltaState>(
         if history {
             serialize_older(s, &mut older)?;
         }
-        Ok(e.prediction(values))
+        Ok(e.prediction(values)
+            .map_or(Prediction::None, Prediction::Made))
     })
 }
 
@@ -361,7 +363,11 @@ fn cheapest_path<T: DeltaState>(
             &mut taken,
             Some(&base.state),
             after_change,
-            |_| Ok(prediction.as_ref()),
+            |_| {
+                Ok(prediction
+                    .as_ref()
+                    .map_or(Prediction::None, Prediction::Made))
+            },
         );
         if priced.is_ok() && best.is_none_or(|(b, _)| p.priced_bits() < b) {
             best = Some((p.priced_bits(), path));
@@ -1025,7 +1031,7 @@ fn read_section_entries<S: Stream, T: DeltaState>(
             after_change,
             |s| {
                 let Some((b, b_frame, named)) = baseline else {
-                    return Ok(None);
+                    return Ok(Prediction::None);
                 };
                 let frames = frame.wrapping_sub(b_frame);
                 if T::uses_history(config) {
@@ -1040,10 +1046,16 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                                 sequence,
                             })?;
                         let span = b_frame.wrapping_sub(o.frame);
-                        return Ok(T::predict_from_history(config, b, frames, &o.state, span));
+                        return Ok(T::predict_from_history(config, b, frames, &o.state, span)
+                            .map_or(Prediction::None, Prediction::Made));
                     }
                 }
-                Ok(T::predict(config, b, frames))
+                // Made only if the entry needs it: a residual against the baseline does not.
+                Ok(if T::predicts(config, b, frames) {
+                    Prediction::FromBaseline(frames)
+                } else {
+                    Prediction::None
+                })
             },
         )?;
         after_change = path != DeltaPath::Unchanged;
