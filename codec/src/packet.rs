@@ -243,14 +243,16 @@ fn offset_bits(offset: Option<u16>, previous_offset: u16) -> u64 {
     }
 }
 
-/// Serializes an entry's baseline fields and its state along its path; the id comes before, from
-/// [`serialize_id`]. `values` holds the states and predictions the entries' indices name.
+/// Serializes an entry's baseline fields and its state along `path` (its planned path, or one the range coder
+/// priced cheaper); the id comes before, from [`serialize_id`]. `values` holds the states and predictions the
+/// entries' indices name.
 #[inline]
 fn serialize_entry_body<S: Stream, T: DeltaState>(
     s: &mut S,
     config: &T::Config,
     values: &[T],
     e: &Entry<'_, T>,
+    path: DeltaPath,
     previous_offset: u16,
     after_change: bool,
 ) -> Result<(), CodecError> {
@@ -264,7 +266,7 @@ fn serialize_entry_body<S: Stream, T: DeltaState>(
             s.int(OFFSET, &mut o, 1, i32::from(MAX_BASELINE_OFFSET))?;
         }
     }
-    let (mut path, mut older) = (e.path, e.older);
+    let (mut path, mut older) = (path, e.older);
     let Some(base) = e.baseline else {
         let mut state = *e.state(values);
         return serialize_entry_lazy(s, config, &mut state, &mut path, None, after_change, |_| {
@@ -396,16 +398,16 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
     for e in entries {
         let mut id = e.id;
         serialize_id(s, link, &mut id, previous, &mut previous_gap_length)?;
-        let mut e = *e;
+        let mut path = e.path;
         if let Some(paths) = priced.as_deref_mut()
             && let Some(pricing) = s.pricing()
             && let Some(slot) = paths.get_mut(usize::from(e.id))
         {
-            e.path = *slot
-                .get_or_insert_with(|| cheapest_path(pricing, config, values, &e, after_change));
+            path = *slot
+                .get_or_insert_with(|| cheapest_path(pricing, config, values, e, after_change));
         }
-        serialize_entry_body(s, config, values, &e, previous_offset, after_change)?;
-        after_change = e.path != DeltaPath::Unchanged;
+        serialize_entry_body(s, config, values, e, path, previous_offset, after_change)?;
+        after_change = path != DeltaPath::Unchanged;
         previous = Some(e.id);
         if let Some(o) = e.offset {
             previous_offset = o;
@@ -531,13 +533,15 @@ impl PacketWriter {
                     }
                 }
                 let before = s.bits_written();
+                // The ids ascending, gathered as they are written rather than by a second walk of the bitmap.
+                let mut ids = Vec::with_capacity(chosen.len());
                 write_entries(
                     s,
                     &link,
                     config,
                     &values,
                     chosen.len(),
-                    chosen.sorted(),
+                    chosen.sorted().inspect(|e| ids.push(e.id)),
                     None,
                 )?;
                 debug_assert_eq!(
@@ -545,8 +549,6 @@ impl PacketWriter {
                     chosen.total,
                     "section size estimate"
                 );
-                let mut ids = Vec::with_capacity(chosen.len());
-                ids.extend(chosen.sorted().map(|e| e.id));
                 // In the order chosen: a walk over the selection's slice, cheaper than its bitmap walk.
                 let sent_ids = chosen.in_priority_order().map(|e| e.id).collect();
                 let sent = chosen
