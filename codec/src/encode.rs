@@ -1869,6 +1869,62 @@ mod tests {
 
     proptest! {
         #[test]
+        fn a_prediction_made_on_demand_reads_as_one_made_first(
+            base in object(),
+            noise in prop::array::uniform9(0i32..20000),
+            spread in prop::sample::select(vec![0, 15, 255, 8191]),
+            flip in any::<bool>(),
+            path in prop::sample::select(vec![
+                DeltaPath::Unchanged,
+                DeltaPath::Predicted,
+                DeltaPath::PredictionError,
+                DeltaPath::Delta,
+                DeltaPath::Absolute,
+            ]),
+        ) {
+            // The bit-packed packet reader leaves the prediction to be made only if the entry needs it
+            // (Prediction::FromBaseline); the general reading hands it over made. Both must read the same state and
+            // path from the same bits and stop at the same place.
+            use crate::delta::{Prediction, serialize_entry_lazy};
+            let config = StateConfig::default();
+            let frames = 6;
+            let prediction = ObjectState::predict(&config, &base, frames).unwrap();
+            let mut value = match path {
+                DeltaPath::Unchanged => base,
+                DeltaPath::Predicted => prediction,
+                _ => nudge(&base, noise, spread, flip),
+            };
+            let mut w = BitWriteStream::new();
+            let mut written = path;
+            if serialize_entry(&mut w, &config, &mut value, &mut written, Some(&base), Some(&prediction))
+                .is_err()
+            {
+                return Ok(());
+            }
+            let bits = w.bits_written();
+            let bytes = w.finish();
+            let read = |deferred: bool| {
+                let mut r = BitReadStream::new(&bytes);
+                let (mut v, mut p) = (ObjectState::default(), DeltaPath::Absolute);
+                serialize_entry_lazy(&mut r, &config, &mut v, &mut p, Some(&base), false, |_| {
+                    Ok(if deferred {
+                        Prediction::FromBaseline(frames)
+                    } else {
+                        Prediction::Made(prediction)
+                    })
+                })
+                .map(|()| (v, p, r.bits_left()))
+            };
+            let (eager, lazy) = (read(false), read(true));
+            prop_assert_eq!(&eager, &lazy);
+            let (v, p, left) = eager.unwrap();
+            prop_assert_eq!((v, p), (value, written));
+            prop_assert_eq!(bytes.len() as u64 * 8 - left, bits);
+        }
+    }
+
+    proptest! {
+        #[test]
         fn objects_round_trip_through_every_path(
             base in object(),
             noise in prop::array::uniform9(0i32..20000),
