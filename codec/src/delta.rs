@@ -181,6 +181,14 @@ pub trait DeltaState: Copy + PartialEq + Default {
         Self::serialize_absolute(&mut m, config, &mut v).ok()?;
         Some(m.bits_counted())
     }
+
+    /// A floor under [`DeltaState::absolute_bits`] for any value: [`plan`] does not size the absolute form of an
+    /// entry whose residual is already no larger than this (the absolute form could not win). The default, 0,
+    /// always sizes it; an override must never exceed what `absolute_bits` gives.
+    #[inline]
+    fn absolute_bits_floor(_config: &Self::Config) -> u64 {
+        0
+    }
 }
 
 /// Which path an entry was coded with.
@@ -256,11 +264,11 @@ pub fn plan<T: DeltaState>(
         None => 1 + u64::from(bits_for(1)),
     };
     let mut best: Option<DeltaPlan> = None;
-    let mut consider = |path: DeltaPath, bits: Option<u64>| {
+    let consider = |best: &mut Option<DeltaPlan>, path: DeltaPath, bits: Option<u64>| {
         if let Some(bits) = bits
             && best.is_none_or(|b| bits + tags < b.bits)
         {
-            best = Some(DeltaPlan {
+            *best = Some(DeltaPlan {
                 path,
                 bits: bits + tags,
             });
@@ -268,12 +276,24 @@ pub fn plan<T: DeltaState>(
     };
     if let Some(p) = prediction {
         consider(
+            &mut best,
             DeltaPath::PredictionError,
             T::residual_bits(config, value, p),
         );
     }
-    consider(DeltaPath::Delta, T::residual_bits(config, value, base));
-    consider(DeltaPath::Absolute, T::absolute_bits(config, value));
+    consider(
+        &mut best,
+        DeltaPath::Delta,
+        T::residual_bits(config, value, base),
+    );
+    // Ties go to the earlier path, so the absolute form wins only if smaller than the best residual.
+    if best.is_none_or(|b| T::absolute_bits_floor(config) + tags < b.bits) {
+        consider(
+            &mut best,
+            DeltaPath::Absolute,
+            T::absolute_bits(config, value),
+        );
+    }
     best.ok_or(NO_PATH)
 }
 

@@ -1321,6 +1321,20 @@ impl DeltaState for ObjectState {
     fn absolute_bits(config: &StateConfig, value: &Self) -> Option<u64> {
         Some(body_absolute_bits(config, &value.body)? + META_BITS)
     }
+
+    /// A body at rest: its flag, position and rotation, and the authority fields.
+    #[inline]
+    fn absolute_bits_floor(config: &StateConfig) -> u64 {
+        let quant = &config.quant;
+        let position: u64 = quant
+            .position
+            .axes
+            .iter()
+            .map(|a| u64::from(a.bits()))
+            .sum();
+        let rotation = 2 + 3 * u64::from(bits_for((2 * quant.rotation.max_component()) as u32));
+        1 + position + rotation + META_BITS
+    }
 }
 
 /// Serializes a pose in full: position within the quantizer's bounds, then the smallest-three rotation.
@@ -1536,6 +1550,7 @@ mod tests {
                 .map(|_| m.bits_counted())
         };
         prop_assert_eq!(T::absolute_bits(config, value), measure_absolute);
+        prop_assert!(measure_absolute.is_none_or(|bits| bits >= T::absolute_bits_floor(config)));
         Ok(())
     }
 
