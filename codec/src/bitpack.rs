@@ -112,6 +112,7 @@ impl BitWriteStream {
 
 impl Stream for BitWriteStream {
     const READING: bool = false;
+    const CONTEXTS: bool = false;
 
     #[inline]
     fn bool(&mut self, _ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
@@ -224,6 +225,7 @@ impl<'a> BitReadStream<'a> {
 
 impl Stream for BitReadStream<'_> {
     const READING: bool = true;
+    const CONTEXTS: bool = false;
 
     #[inline]
     fn bool(&mut self, _ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {

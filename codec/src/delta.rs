@@ -8,6 +8,8 @@
 //! Any state type joins by implementing [`DeltaState`]: rigid bodies and avatars here, shooter snapshots in the
 //! engine. The generic code owns the choice of path and the tags; the state type owns its fields.
 
+use std::borrow::Borrow;
+
 use crate::error::CodecError;
 use crate::quant::bits_for;
 use crate::stream::{Ctx, MeasureStream, Stream};
@@ -110,6 +112,15 @@ pub trait DeltaState: Copy + PartialEq + Default {
         value: &mut Self,
     ) -> Result<(), CodecError>;
 
+    /// Whether [`DeltaState::predict`] gives a prediction for `baseline` over `frames`, known without making it: a
+    /// reader that ignores contexts (bit-packing) then predicts only for an entry coded against the prediction,
+    /// not for one sent as a residual against its baseline. The default makes the prediction to find out; an
+    /// override must agree with `predict` exactly (a reader that was told wrong fails with a typed error).
+    #[inline]
+    fn predicts(config: &Self::Config, baseline: &Self, frames: u16) -> bool {
+        Self::predict(config, baseline, frames).is_some()
+    }
+
     /// Whether entries of this type may name an older acked state of the object besides its baseline, to
     /// extrapolate from the two (see [`DeltaState::predict_from_history`]): for types whose states carry no
     /// velocity to predict with. Both ends must agree, so it depends on the shared configuration only.
@@ -169,6 +180,14 @@ pub trait DeltaState: Copy + PartialEq + Default {
         let mut v = *value;
         Self::serialize_absolute(&mut m, config, &mut v).ok()?;
         Some(m.bits_counted())
+    }
+
+    /// A floor under [`DeltaState::absolute_bits`] for any value: [`plan`] does not size the absolute form of an
+    /// entry whose residual is already no larger than this (the absolute form could not win). The default, 0,
+    /// always sizes it; an override must never exceed what `absolute_bits` gives.
+    #[inline]
+    fn absolute_bits_floor(_config: &Self::Config) -> u64 {
+        0
     }
 }
 
@@ -245,11 +264,11 @@ pub fn plan<T: DeltaState>(
         None => 1 + u64::from(bits_for(1)),
     };
     let mut best: Option<DeltaPlan> = None;
-    let mut consider = |path: DeltaPath, bits: Option<u64>| {
+    let consider = |best: &mut Option<DeltaPlan>, path: DeltaPath, bits: Option<u64>| {
         if let Some(bits) = bits
             && best.is_none_or(|b| bits + tags < b.bits)
         {
-            best = Some(DeltaPlan {
+            *best = Some(DeltaPlan {
                 path,
                 bits: bits + tags,
             });
@@ -257,13 +276,38 @@ pub fn plan<T: DeltaState>(
     };
     if let Some(p) = prediction {
         consider(
+            &mut best,
             DeltaPath::PredictionError,
             T::residual_bits(config, value, p),
         );
     }
-    consider(DeltaPath::Delta, T::residual_bits(config, value, base));
-    consider(DeltaPath::Absolute, T::absolute_bits(config, value));
+    consider(
+        &mut best,
+        DeltaPath::Delta,
+        T::residual_bits(config, value, base),
+    );
+    // Ties go to the earlier path, so the absolute form wins only if smaller than the best residual.
+    if best.is_none_or(|b| T::absolute_bits_floor(config) + tags < b.bits) {
+        consider(
+            &mut best,
+            DeltaPath::Absolute,
+            T::absolute_bits(config, value),
+        );
+    }
     best.ok_or(NO_PATH)
+}
+
+/// The prediction an entry is coded against, as the packet layer hands it to [`serialize_entry_lazy`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prediction<P> {
+    /// The entry has none (and no prediction paths).
+    None,
+    /// Made already, by value or by reference.
+    Made(P),
+    /// `T::predict` from the baseline over this many frames, which [`DeltaState::predicts`] said gives one: made
+    /// only if the stream needs it, that is for a perfect prediction, a prediction error, or a stream that codes
+    /// under contexts (which depend on it).
+    FromBaseline(u16),
 }
 
 /// Serializes one entry along `path` (written when writing, filled in when reading). `baseline` is the state the
@@ -278,25 +322,27 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
     prediction: Option<&T>,
 ) -> Result<(), CodecError> {
     serialize_entry_lazy(s, config, value, path, baseline, false, |_| {
-        Ok(prediction.copied())
+        Ok(prediction.map_or(Prediction::None, Prediction::Made))
     })
 }
 
 /// [`serialize_entry`] with the prediction computed only when the entry needs it (not for an unchanged entry,
 /// most of a packet): `prediction(s)` runs right after the unchanged flag and must return what `T::predict` from
 /// the baseline does, or what `T::predict_from_history` does from the older state it serializes on `s` (the
-/// packet layer names that state there, so an unchanged entry pays nothing for it). `after_change` says whether
-/// the entry before this one in its section changed (was not [`DeltaPath::Unchanged`]): the tags' contexts.
+/// packet layer names that state there, so an unchanged entry pays nothing for it). It may hand the prediction
+/// back by value or, where the caller holds it already, by reference, or leave it to be made from the baseline
+/// only if the entry needs it ([`Prediction::FromBaseline`]). `after_change` says whether the entry
+/// before this one in its section changed (was not [`DeltaPath::Unchanged`]): the tags' contexts.
 #[inline]
 #[allow(clippy::too_many_arguments)]
-pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
+pub fn serialize_entry_lazy<S: Stream, T: DeltaState, P: Borrow<T>>(
     s: &mut S,
     config: &T::Config,
     value: &mut T,
     path: &mut DeltaPath,
     baseline: Option<&T>,
     after_change: bool,
-    prediction: impl FnOnce(&mut S) -> Result<Option<T>, CodecError>,
+    prediction: impl FnOnce(&mut S) -> Result<Prediction<P>, CodecError>,
 ) -> Result<(), CodecError> {
     let Some(base) = baseline else {
         if !S::READING && *path != DeltaPath::Absolute {
@@ -307,30 +353,83 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
         *path = DeltaPath::Absolute;
         return T::serialize_absolute(s, config, value);
     };
-    let class = base.motion_class().min(MOTION_CLASSES - 1);
-    let near = usize::from(after_change);
-    let mut unchanged = *path == DeltaPath::Unchanged;
-    s.bool(UNCHANGED[near][class], &mut unchanged)?;
-    if unchanged {
-        *path = DeltaPath::Unchanged;
+    if serialize_unchanged(s, path, base, after_change)? {
         *value = *base;
         return Ok(());
     }
-    let predicted = prediction(s)?;
-    let prediction = predicted.as_ref();
-    let step = prediction.map_or(0, |p| {
-        T::prediction_class(p, base).min(PREDICTION_CLASSES - 1)
-    });
-    if let Some(p) = prediction {
+    serialize_changed(s, config, value, path, base, prediction)
+}
+
+/// The first part of [`serialize_entry_lazy`] for an entry with a baseline: the unchanged flag. Returns whether
+/// the entry is unchanged (setting `path` to [`DeltaPath::Unchanged`] when it is), in which case nothing follows
+/// and the state is the baseline. Split out so that a writer sends an unchanged entry without copying its state.
+#[inline]
+pub(crate) fn serialize_unchanged<S: Stream, T: DeltaState>(
+    s: &mut S,
+    path: &mut DeltaPath,
+    base: &T,
+    after_change: bool,
+) -> Result<bool, CodecError> {
+    let class = base.motion_class().min(MOTION_CLASSES - 1);
+    let mut unchanged = *path == DeltaPath::Unchanged;
+    s.bool(UNCHANGED[usize::from(after_change)][class], &mut unchanged)?;
+    if unchanged {
+        *path = DeltaPath::Unchanged;
+    }
+    Ok(unchanged)
+}
+
+/// The rest of [`serialize_entry_lazy`] after an unchanged flag that said the entry changed: the prediction, the
+/// perfect-prediction flag, the path tag and the state along its path.
+#[inline]
+pub(crate) fn serialize_changed<S: Stream, T: DeltaState, P: Borrow<T>>(
+    s: &mut S,
+    config: &T::Config,
+    value: &mut T,
+    path: &mut DeltaPath,
+    base: &T,
+    prediction: impl FnOnce(&mut S) -> Result<Prediction<P>, CodecError>,
+) -> Result<(), CodecError> {
+    let class = base.motion_class().min(MOTION_CLASSES - 1);
+    let (made, mut later) = match prediction(s)? {
+        Prediction::None => (None, None),
+        Prediction::Made(p) => (Some(p), None),
+        Prediction::FromBaseline(frames) => (None, Some(frames)),
+    };
+    let exists = made.is_some() || later.is_some();
+    // The deferred prediction, once made.
+    let mut owned: Option<T> = None;
+    let make = |later: &mut Option<u16>, owned: &mut Option<T>| -> Result<(), CodecError> {
+        if let Some(frames) = later.take() {
+            *owned = Some(T::predict(config, base, frames).ok_or(CodecError::Invalid {
+                field: "prediction",
+            })?);
+        }
+        Ok(())
+    };
+    if S::CONTEXTS {
+        make(&mut later, &mut owned)?;
+    }
+    let step = made
+        .as_ref()
+        .map(Borrow::borrow)
+        .or(owned.as_ref())
+        .map_or(0, |p| {
+            T::prediction_class(p, base).min(PREDICTION_CLASSES - 1)
+        });
+    if exists {
         let mut perfect = *path == DeltaPath::Predicted;
         s.bool(PERFECT[step][class], &mut perfect)?;
         if perfect {
-            *path = DeltaPath::Predicted;
-            *value = *p;
-            return Ok(());
+            make(&mut later, &mut owned)?;
+            if let Some(p) = made.as_ref().map(Borrow::borrow).or(owned.as_ref()) {
+                *path = DeltaPath::Predicted;
+                *value = *p;
+                return Ok(());
+            }
         }
     }
-    let first = i32::from(prediction.is_none());
+    let first = i32::from(!exists);
     let mut tag = match *path {
         DeltaPath::PredictionError => 0,
         DeltaPath::Delta => 1,
@@ -345,7 +444,10 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState>(
     let mut coded = tag - first;
     s.int(PATH[step][class], &mut coded, 0, 2 - first)?;
     tag = coded + first;
-    match (tag, prediction) {
+    if tag == 0 {
+        make(&mut later, &mut owned)?;
+    }
+    match (tag, made.as_ref().map(Borrow::borrow).or(owned.as_ref())) {
         (0, Some(p)) => {
             *path = DeltaPath::PredictionError;
             T::serialize_prediction_error(s, config, value, p, base)

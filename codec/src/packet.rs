@@ -10,7 +10,10 @@
 use crate::arith::{ArithPricing, ArithReadStream, ArithWriteStream, FieldCosts};
 use crate::baseline::{AckTracker, Baseline, MAX_BASELINE_OFFSET, MAX_OLDER_GAP, ReceiveHistory};
 use crate::bitpack::{BitReadStream, BitWriteStream};
-use crate::delta::{DeltaPath, DeltaPlan, DeltaState, plan, serialize_entry_lazy};
+use crate::delta::{
+    DeltaPath, DeltaState, Prediction, plan, serialize_changed, serialize_entry_lazy,
+    serialize_unchanged,
+};
 use crate::error::CodecError;
 use crate::header::{Backend, HEADER_BYTES, PacketHeader, serialize_header};
 use crate::quant::bits_for;
@@ -108,7 +111,8 @@ pub struct PacketWriter {
 /// One entry ready to write: everything [`serialize_entry_body`] needs. The baseline is borrowed from the ack
 /// tracker; the state, and the prediction from the baseline (made only for an object that changed), are kept
 /// aside in the section's values and named by index, so that choosing and sorting a datagram's entries moves a
-/// few words per entry, not whole states (moving them dominated the encoder's time per unchanged entry).
+/// few words per entry, not whole states (moving them dominated the encoder's time per unchanged entry). An
+/// unchanged entry's state is its baseline's ([`SAME_AS_BASELINE`]): it is not copied at all.
 #[derive(Clone, Copy)]
 struct Entry<'b, T> {
     id: u16,
@@ -116,25 +120,33 @@ struct Entry<'b, T> {
     /// Packets from the baseline back to the older state the prediction extrapolates from, if any.
     older: Option<u16>,
     path: DeltaPath,
-    /// The state to send: an index into the section's values.
+    /// The state to send: an index into the section's values, or [`SAME_AS_BASELINE`].
     state: u32,
     /// The prediction from the baseline, if any: an index into the section's values.
     prediction: Option<u32>,
     baseline: Option<&'b Baseline<T>>,
 }
 
-impl<T: Copy> Entry<'_, T> {
-    /// The state to send, from the section's `values`.
+/// [`Entry::state`] of an entry whose state is its baseline's (an unchanged one).
+const SAME_AS_BASELINE: u32 = u32::MAX;
+
+impl<'b, T> Entry<'b, T> {
+    /// The state to send, from the section's `values` or the baseline.
     #[inline]
-    fn state(&self, values: &[T]) -> T {
-        values[self.state as usize]
+    fn state<'v>(&self, values: &'v [T]) -> &'v T
+    where
+        'b: 'v,
+    {
+        match self.baseline {
+            Some(b) if self.state == SAME_AS_BASELINE => &b.state,
+            _ => &values[self.state as usize],
+        }
     }
 
     /// The prediction from the baseline, if any, from the section's `values`.
     #[inline]
-    fn prediction(&self, values: &[T]) -> Option<T> {
-        self.prediction
-            .and_then(|i| values.get(i as usize).copied())
+    fn prediction<'v>(&self, values: &'v [T]) -> Option<&'v T> {
+        self.prediction.and_then(|i| values.get(i as usize))
     }
 }
 
@@ -231,14 +243,16 @@ fn offset_bits(offset: Option<u16>, previous_offset: u16) -> u64 {
     }
 }
 
-/// Serializes an entry's baseline fields and its state along its path; the id comes before, from
-/// [`serialize_id`]. `values` holds the states and predictions the entries' indices name.
+/// Serializes an entry's baseline fields and its state along `path` (its planned path, or one the range coder
+/// priced cheaper); the id comes before, from [`serialize_id`]. `values` holds the states and predictions the
+/// entries' indices name.
 #[inline]
 fn serialize_entry_body<S: Stream, T: DeltaState>(
     s: &mut S,
     config: &T::Config,
     values: &[T],
     e: &Entry<'_, T>,
+    path: DeltaPath,
     previous_offset: u16,
     after_change: bool,
 ) -> Result<(), CodecError> {
@@ -252,22 +266,26 @@ fn serialize_entry_body<S: Stream, T: DeltaState>(
             s.int(OFFSET, &mut o, 1, i32::from(MAX_BASELINE_OFFSET))?;
         }
     }
-    let (mut state, mut path, mut older) = (e.state(values), e.path, e.older);
+    let (mut path, mut older) = (path, e.older);
+    let Some(base) = e.baseline else {
+        let mut state = *e.state(values);
+        return serialize_entry_lazy(s, config, &mut state, &mut path, None, after_change, |_| {
+            Ok(Prediction::<&T>::None)
+        });
+    };
+    // An unchanged entry is its flag alone: its state is not even read.
+    if serialize_unchanged(s, &mut path, &base.state, after_change)? {
+        return Ok(());
+    }
+    let mut state = *e.state(values);
     let history = T::uses_history(config);
-    serialize_entry_lazy(
-        s,
-        config,
-        &mut state,
-        &mut path,
-        e.baseline.map(|b| &b.state),
-        after_change,
-        |s| {
-            if history {
-                serialize_older(s, &mut older)?;
-            }
-            Ok(e.prediction(values))
-        },
-    )
+    serialize_changed(s, config, &mut state, &mut path, &base.state, |s| {
+        if history {
+            serialize_older(s, &mut older)?;
+        }
+        Ok(e.prediction(values)
+            .map_or(Prediction::None, Prediction::Made))
+    })
 }
 
 /// A writing stream an entry's path is chosen for: by default the path planned from bit-packed sizes is kept; a
@@ -307,8 +325,8 @@ fn cheapest_path<T: DeltaState>(
     if e.path == DeltaPath::Unchanged {
         return e.path;
     }
-    let state = e.state(values);
-    let prediction = e.prediction(values);
+    let state = *e.state(values);
+    let prediction = e.prediction(values).copied();
     // Two residuals far apart in bit-packed size are far apart under the models too: only close calls are priced.
     if let Some(p) = prediction.as_ref()
         && matches!(e.path, DeltaPath::PredictionError | DeltaPath::Delta)
@@ -347,7 +365,11 @@ fn cheapest_path<T: DeltaState>(
             &mut taken,
             Some(&base.state),
             after_change,
-            |_| Ok(prediction),
+            |_| {
+                Ok(prediction
+                    .as_ref()
+                    .map_or(Prediction::None, Prediction::Made))
+            },
         );
         if priced.is_ok() && best.is_none_or(|(b, _)| p.priced_bits() < b) {
             best = Some((p.priced_bits(), path));
@@ -376,16 +398,16 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
     for e in entries {
         let mut id = e.id;
         serialize_id(s, link, &mut id, previous, &mut previous_gap_length)?;
-        let mut e = *e;
+        let mut path = e.path;
         if let Some(paths) = priced.as_deref_mut()
             && let Some(pricing) = s.pricing()
             && let Some(slot) = paths.get_mut(usize::from(e.id))
         {
-            e.path = *slot
-                .get_or_insert_with(|| cheapest_path(pricing, config, values, &e, after_change));
+            path = *slot
+                .get_or_insert_with(|| cheapest_path(pricing, config, values, e, after_change));
         }
-        serialize_entry_body(s, config, values, &e, previous_offset, after_change)?;
-        after_change = e.path != DeltaPath::Unchanged;
+        serialize_entry_body(s, config, values, e, path, previous_offset, after_change)?;
+        after_change = path != DeltaPath::Unchanged;
         previous = Some(e.id);
         if let Some(o) = e.offset {
             previous_offset = o;
@@ -478,90 +500,28 @@ impl PacketWriter {
         let room_bits = budget_bits.saturating_sub(used_bits);
         // Candidates in priority order, each with its bit-packed size. The prediction is computed only for an
         // object that changed since its baseline.
-        let baselines = &*tracker;
-        let mut taken = vec![0u64; usize::from(link.max_objects).div_ceil(64)];
-        let mut next = 0;
+        let mut candidates = Candidates {
+            link: &link,
+            config,
+            baselines: &*tracker,
+            sequence,
+            frame,
+            order,
+            next: 0,
+            taken: vec![0u64; usize::from(link.max_objects).div_ceil(64)],
+            state_of: &mut state_of,
+        };
         // The candidates' states and predictions, which entries name by index.
         let mut values: Vec<T> = Vec::with_capacity(order.len().min(usize::from(link.max_objects)));
-        let mut candidate = |next: &mut usize,
-                             values: &mut Vec<T>|
-         -> Result<Option<(Entry<T>, u64)>, CodecError> {
-            while let Some(&id) = order.get(*next) {
-                *next += 1;
-                let i = usize::from(id);
-                if i >= usize::from(link.max_objects) {
-                    continue;
-                }
-                let (word, bit) = (i / 64, 1u64 << (i % 64));
-                if taken[word] & bit != 0 {
-                    continue;
-                }
-                let Some(state) = state_of(id) else { continue };
-                taken[word] |= bit;
-                let base = baselines.baseline(id, sequence);
-                let history = T::uses_history(config);
-                let mut index = None;
-                let mut older = None;
-                let decision = match base {
-                    Some(b) if b.state == state => DeltaPlan {
-                        path: DeltaPath::Unchanged,
-                        bits: 1,
-                    },
-                    _ => {
-                        let prediction = base.and_then(|b| {
-                            let frames = frame.wrapping_sub(b.frame);
-                            let from_history = if history {
-                                baselines
-                                    .older_baseline(id, b, sequence, frame)
-                                    .and_then(|o| {
-                                        let span = b.frame.wrapping_sub(o.frame);
-                                        let p = T::predict_from_history(
-                                            config, &b.state, frames, &o.state, span,
-                                        )?;
-                                        older = Some(b.sequence.wrapping_sub(o.sequence));
-                                        Some(p)
-                                    })
-                            } else {
-                                None
-                            };
-                            from_history.or_else(|| T::predict(config, &b.state, frames))
-                        });
-                        if let Some(p) = prediction {
-                            index = Some(values.len() as u32);
-                            values.push(p);
-                        }
-                        plan(config, &state, base.map(|b| &b.state), prediction.as_ref())?
-                    }
-                };
-                let history_bits =
-                    if history && base.is_some() && decision.path != DeltaPath::Unchanged {
-                        older_bits(older)
-                    } else {
-                        0
-                    };
-                let entry = Entry {
-                    id,
-                    offset: base.map(|b| sequence.wrapping_sub(b.sequence)),
-                    older,
-                    path: decision.path,
-                    state: values.len() as u32,
-                    prediction: index,
-                    baseline: base,
-                };
-                values.push(state);
-                return Ok(Some((entry, decision.bits + history_bits)));
-            }
-            Ok(None)
-        };
         // Entries chosen so far, and the section's bit-packed size.
         let mut chosen: Selection<T> = Selection::new(&link, order.len());
-        // The ids sent, ascending, and their states in any order (acks update each object on its own).
-        let (ids, sent): (Vec<u16>, Vec<(u16, T)>) = match &mut self.sink {
+        // The ids sent, ascending, and the ids and states sent in any order (acks update each object on its own).
+        let (ids, sent_ids, sent): (Vec<u16>, Vec<u16>, Vec<T>) = match &mut self.sink {
             Sink::Bit(s) => {
                 // Exact sizes: take entries in priority order while the section's exact size fits.
                 let mut misses = 0;
                 while misses < MAX_MISSES {
-                    let Some((entry, own)) = candidate(&mut next, &mut values)? else {
+                    let Some((entry, own)) = candidates.next(&mut values)? else {
                         break;
                     };
                     let grown = chosen.total + chosen.marginal_bits(&link, &entry, own);
@@ -573,13 +533,15 @@ impl PacketWriter {
                     }
                 }
                 let before = s.bits_written();
+                // The ids ascending, gathered as they are written rather than by a second walk of the bitmap.
+                let mut ids = Vec::with_capacity(chosen.len());
                 write_entries(
                     s,
                     &link,
                     config,
                     &values,
                     chosen.len(),
-                    chosen.sorted(),
+                    chosen.sorted().inspect(|e| ids.push(e.id)),
                     None,
                 )?;
                 debug_assert_eq!(
@@ -587,14 +549,13 @@ impl PacketWriter {
                     chosen.total,
                     "section size estimate"
                 );
-                let mut ids = Vec::with_capacity(chosen.len());
-                ids.extend(chosen.sorted().map(|e| e.id));
                 // In the order chosen: a walk over the selection's slice, cheaper than its bitmap walk.
+                let sent_ids = chosen.in_priority_order().map(|e| e.id).collect();
                 let sent = chosen
                     .in_priority_order()
-                    .map(|e| (e.id, e.state(&values)))
+                    .map(|e| *e.state(&values))
                     .collect();
-                (ids, sent)
+                (ids, sent_ids, sent)
             }
             Sink::Arith { header, stream } => {
                 let limit = link.budget_bytes;
@@ -622,7 +583,7 @@ impl PacketWriter {
                     {
                         let next_entry = match pending.take() {
                             Some(e) => Some(e),
-                            None => candidate(&mut next, &mut values)?,
+                            None => candidates.next(&mut values)?,
                         };
                         let Some((entry, own)) = next_entry else {
                             exhausted = true;
@@ -689,11 +650,12 @@ impl PacketWriter {
                 } else {
                     stream.commit();
                 }
-                let sent: Vec<(u16, T)> = fitted.iter().map(|e| (e.id, e.state(&values))).collect();
-                (sent.iter().map(|&(id, _)| id).collect(), sent)
+                let ids: Vec<u16> = fitted.iter().map(|e| e.id).collect();
+                let sent = fitted.iter().map(|e| *e.state(&values)).collect();
+                (ids.clone(), ids, sent)
             }
         };
-        tracker.record_sent(sequence, frame, sent);
+        tracker.record_sent_split(sequence, frame, sent_ids, sent);
         Ok(ids)
     }
 
@@ -706,6 +668,106 @@ impl PacketWriter {
                 header
             }
         }
+    }
+}
+
+/// A section's candidates in priority order, each planned against its baseline with its bit-packed size: what
+/// both back ends' selection loops draw from, one at a time.
+struct Candidates<'a, 'b, T: DeltaState, F> {
+    link: &'a LinkConfig,
+    config: &'a T::Config,
+    baselines: &'b AckTracker<T>,
+    sequence: u16,
+    frame: u16,
+    order: &'a [u16],
+    /// The next position in `order`.
+    next: usize,
+    /// The ids already drawn, as a bitmap.
+    taken: Vec<u64>,
+    state_of: &'a mut F,
+}
+
+impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>> Candidates<'_, 'b, T, F> {
+    /// The next candidate and its own bit-packed size, its state and prediction (if it needs them) pushed onto
+    /// `values`; `None` when `order` is exhausted. An unchanged object (most of a datagram) takes the short way:
+    /// no prediction, no plan, and no copy of its state. Inlined into each selection loop, so that the entry comes
+    /// back in registers rather than through memory.
+    #[inline(always)]
+    fn next(&mut self, values: &mut Vec<T>) -> Result<Option<(Entry<'b, T>, u64)>, CodecError> {
+        let (config, sequence, frame) = (self.config, self.sequence, self.frame);
+        while let Some(&id) = self.order.get(self.next) {
+            self.next += 1;
+            let i = usize::from(id);
+            if i >= usize::from(self.link.max_objects) {
+                continue;
+            }
+            let (word, bit) = (i / 64, 1u64 << (i % 64));
+            if self.taken[word] & bit != 0 {
+                continue;
+            }
+            let Some(state) = (self.state_of)(id) else {
+                continue;
+            };
+            self.taken[word] |= bit;
+            let base = self.baselines.baseline(id, sequence);
+            if let Some(b) = base
+                && b.state == state
+            {
+                let entry = Entry {
+                    id,
+                    offset: Some(sequence.wrapping_sub(b.sequence)),
+                    older: None,
+                    path: DeltaPath::Unchanged,
+                    state: SAME_AS_BASELINE,
+                    prediction: None,
+                    baseline: base,
+                };
+                return Ok(Some((entry, 1)));
+            }
+            let history = T::uses_history(config);
+            let mut index = None;
+            let mut older = None;
+            let prediction = base.and_then(|b| {
+                let frames = frame.wrapping_sub(b.frame);
+                let from_history = if history {
+                    self.baselines
+                        .older_baseline(id, b, sequence, frame)
+                        .and_then(|o| {
+                            let span = b.frame.wrapping_sub(o.frame);
+                            let p =
+                                T::predict_from_history(config, &b.state, frames, &o.state, span)?;
+                            older = Some(b.sequence.wrapping_sub(o.sequence));
+                            Some(p)
+                        })
+                } else {
+                    None
+                };
+                from_history.or_else(|| T::predict(config, &b.state, frames))
+            });
+            if let Some(p) = prediction {
+                index = Some(values.len() as u32);
+                values.push(p);
+            }
+            let decision = plan(config, &state, base.map(|b| &b.state), prediction.as_ref())?;
+            let history_bits = if history && base.is_some() && decision.path != DeltaPath::Unchanged
+            {
+                older_bits(older)
+            } else {
+                0
+            };
+            let entry = Entry {
+                id,
+                offset: base.map(|b| sequence.wrapping_sub(b.sequence)),
+                older,
+                path: decision.path,
+                state: values.len() as u32,
+                prediction: index,
+                baseline: base,
+            };
+            values.push(state);
+            return Ok(Some((entry, decision.bits + history_bits)));
+        }
+        Ok(None)
     }
 }
 
@@ -971,7 +1033,7 @@ fn read_section_entries<S: Stream, T: DeltaState>(
             after_change,
             |s| {
                 let Some((b, b_frame, named)) = baseline else {
-                    return Ok(None);
+                    return Ok(Prediction::None);
                 };
                 let frames = frame.wrapping_sub(b_frame);
                 if T::uses_history(config) {
@@ -986,10 +1048,16 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                                 sequence,
                             })?;
                         let span = b_frame.wrapping_sub(o.frame);
-                        return Ok(T::predict_from_history(config, b, frames, &o.state, span));
+                        return Ok(T::predict_from_history(config, b, frames, &o.state, span)
+                            .map_or(Prediction::None, Prediction::Made));
                     }
                 }
-                Ok(T::predict(config, b, frames))
+                // Made only if the entry needs it: a residual against the baseline does not.
+                Ok(if T::predicts(config, b, frames) {
+                    Prediction::FromBaseline(frames)
+                } else {
+                    Prediction::None
+                })
             },
         )?;
         after_change = path != DeltaPath::Unchanged;

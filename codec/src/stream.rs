@@ -53,6 +53,10 @@ pub trait Stream {
     /// True for decoding streams: after each call the referenced value holds what was read.
     const READING: bool;
 
+    /// Whether the stream codes values under their contexts (the range coder) rather than ignoring them
+    /// (bit-packing, measuring): work that only picks a context may be skipped when it does not.
+    const CONTEXTS: bool = true;
+
     /// Serializes one flag.
     fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError>;
 
@@ -126,6 +130,7 @@ impl MeasureStream {
 
 impl Stream for MeasureStream {
     const READING: bool = false;
+    const CONTEXTS: bool = false;
 
     #[inline]
     fn bool(&mut self, _ctx: Ctx, _value: &mut bool) -> Result<(), CodecError> {

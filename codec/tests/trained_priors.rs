@@ -4,7 +4,7 @@
 //! 12 frames back, once from the trained priors and once from even odds.
 
 use physync_codec::arith::{ArithReadStream, ArithWriteStream};
-use physync_codec::delta::{DeltaPath, plan, serialize_entry_lazy};
+use physync_codec::delta::{DeltaPath, Prediction, plan, serialize_entry_lazy};
 use physync_codec::stream::Stream;
 use physync_codec::{
     BodyState, DeltaState, ObjectState, Predictor, QuantConfig, QuantizedRotation, StateConfig,
@@ -74,7 +74,7 @@ fn serialize_all<S: Stream>(
             &mut path,
             Some(base),
             after_change,
-            |_| Ok(*p),
+            |_| Ok(p.as_ref().map_or(Prediction::None, Prediction::Made)),
         )
         .unwrap();
         after_change = path != DeltaPath::Unchanged;
