@@ -1607,6 +1607,69 @@ mod tests {
     }
 
     #[test]
+    fn pose_only_rotations_that_keep_components_round_trip() {
+        // Cubes turning on some smallest-three components and holding others, at the components' extremes too
+        // (±255, where a quaternion component is 1/√2): both ends predict a held component unchanged from the two
+        // acked states, so every entry decodes to exactly what was sent, along prediction errors and perfect
+        // predictions alike.
+        let link = LinkConfig {
+            backend: Backend::Arith,
+            ..LinkConfig::default()
+        };
+        let config = StateConfig {
+            pose_only: true,
+            ..StateConfig::default()
+        };
+        let held = [0, 255, -255, 181, -1];
+        let at = |id: u16, frame: u16| {
+            let (i, t) = (i32::from(id), i32::from(frame));
+            let c = |k: i32| {
+                if (i >> k) & 1 == 0 {
+                    held[((i + k) % 5) as usize]
+                } else {
+                    (t * (i % 4 + 1) - 120 + k * 40).clamp(-180, 180)
+                }
+            };
+            ObjectState {
+                body: BodyState {
+                    position: [i * 150 + t * (i % 9), 500, -i * 100],
+                    rotation: QuantizedRotation {
+                        largest: (i % 4) as u8,
+                        components: [c(0), c(1), c(2)],
+                    },
+                    ..BodyState::default()
+                },
+                ..ObjectState::default()
+            }
+        };
+        let order: Vec<u16> = (0..64).collect();
+        let mut tracker = AckTracker::new(link.max_objects);
+        let mut history = ReceiveHistory::new(link.max_objects);
+        for frame in 0..=24u16 {
+            let header = PacketHeader {
+                packet_type: 3,
+                sequence: frame,
+                ..PacketHeader::default()
+            };
+            let packet = encode_packet(
+                &link,
+                &config,
+                header,
+                frame,
+                &order,
+                |id| Some(at(id, frame)),
+                &mut tracker,
+            )
+            .unwrap();
+            tracker.process_acks(frame, 0);
+            let decoded =
+                decode_packet::<ObjectState>(&link, &config, &packet.bytes, &mut history).unwrap();
+            assert_eq!(decoded.entries.len(), order.len());
+            assert!(decoded.entries.iter().all(|&(id, s)| s == at(id, frame)));
+        }
+    }
+
+    #[test]
     fn slow_acks_fall_back_to_absolute_without_errors() {
         // Acks 20 frames late still allow deltas; 80 frames late is past the baseline window, so every entry goes
         // absolute (about 45 to a packet) and nothing names a baseline the receiver dropped.
