@@ -1532,11 +1532,8 @@ mod tests {
         assert!(arith > bitpack, "arith {arith} vs bitpack {bitpack}");
     }
 
-    #[test]
-    fn pose_only_entries_extrapolate_from_an_older_acked_state() {
-        // 200 objects sliding at steady, different speeds; a pose-only link sends them every frame. One sender has
-        // frames 0 to 6 acked, the other only frame 6: coding frame 12, the first extrapolates from frames 0 and
-        // 6, the second can only send deltas from frame 6. The receiver holds every frame.
+    /// A range-coded link carrying poses only: the pose-only tests' settings.
+    fn pose_only_arith() -> (LinkConfig, StateConfig) {
         let link = LinkConfig {
             backend: Backend::Arith,
             ..LinkConfig::default()
@@ -1545,6 +1542,15 @@ mod tests {
             pose_only: true,
             ..StateConfig::default()
         };
+        (link, config)
+    }
+
+    #[test]
+    fn pose_only_entries_extrapolate_from_an_older_acked_state() {
+        // 200 objects sliding at steady, different speeds; a pose-only link sends them every frame. One sender has
+        // frames 0 to 6 acked, the other only frame 6: coding frame 12, the first extrapolates from frames 0 and
+        // 6, the second can only send deltas from frame 6. The receiver holds every frame.
+        let (link, config) = pose_only_arith();
         let at = |id: u16, frame: u16| {
             let (i, t) = (i32::from(id), i32::from(frame));
             ObjectState {
@@ -1612,14 +1618,7 @@ mod tests {
         // (±255, where a quaternion component is 1/√2): both ends predict a held component unchanged from the two
         // acked states, so every entry decodes to exactly what was sent, along prediction errors and perfect
         // predictions alike.
-        let link = LinkConfig {
-            backend: Backend::Arith,
-            ..LinkConfig::default()
-        };
-        let config = StateConfig {
-            pose_only: true,
-            ..StateConfig::default()
-        };
+        let (link, config) = pose_only_arith();
         let held = [0, 255, -255, 181, -1];
         let at = |id: u16, frame: u16| {
             let (i, t) = (i32::from(id), i32::from(frame));
