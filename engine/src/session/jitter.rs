@@ -337,7 +337,9 @@ mod tests {
         for seed in 0..20 {
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
             let mut sent = 0usize;
-            let mut datagrams: Vec<(f64, u16, Vec<(u16, ObjectState)>)> = (0..600u16)
+            // (arrival in seconds, frame, object updates)
+            type Datagram = (f64, u16, Vec<(u16, ObjectState)>);
+            let mut datagrams: Vec<Datagram> = (0..600u16)
                 .map(|frame| {
                     let objects: Vec<(u16, ObjectState)> = (0..8u16)
                         .filter(|_| rng.random_bool(0.7))
