@@ -9,11 +9,12 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
-use physync_codec::{AvatarState, ObjectState, QuantConfig, QuantizedPose};
+use nalgebra::{Isometry3, Translation3};
+use physync_codec::{AvatarState, ObjectState, QuantConfig};
 
 use crate::link::TimedAvatar;
 use crate::world::avatar::MAX_PLAYERS;
+use crate::world::convert::{pose_from_quantized, pose_to_quantized};
 
 /// The sample's default play-out delay.
 pub const DEFAULT_JITTER_DELAY: Duration = Duration::from_millis(100);
@@ -132,10 +133,7 @@ impl FrameJitterBuffer {
     ) {
         let packet_time = self.clock.observe(now, frame);
         self.push_avatars(packet_time, avatars);
-        let at = self.objects.partition_point(|&(t, _, _)| t <= packet_time);
-        for (i, &(id, state)) in objects.iter().enumerate() {
-            self.objects.insert(at + i, (packet_time, id, state));
-        }
+        self.queue_objects(packet_time, objects);
     }
 
     /// Puts each avatar sample in its slot on the sender's timeline: the datagram's time minus its offset.
@@ -171,9 +169,14 @@ impl FrameJitterBuffer {
         let played = self.played.map(|(_, play)| play);
         let packet_time = self.clock.observe(now, frame);
         self.push_avatars(packet_time, avatars);
-        if played.is_some_and(|play| packet_time <= play) {
-            return;
+        if played.is_none_or(|play| packet_time > play) {
+            self.queue_objects(packet_time, objects);
         }
+    }
+
+    /// Puts object updates in their slot on the sender's timeline, after the updates already there for the same
+    /// time; an update for an object already queued at that time (the same datagram again) replaces it.
+    fn queue_objects(&mut self, packet_time: f64, objects: &[(u16, ObjectState)]) {
         for &(id, state) in objects {
             let at = self.objects.partition_point(|&(t, _, _)| t < packet_time);
             let end = self.objects.partition_point(|&(t, _, _)| t <= packet_time);
@@ -255,19 +258,6 @@ impl FrameJitterBuffer {
     }
 }
 
-fn pose_of(quant: &QuantConfig, pose: &QuantizedPose) -> Isometry3<f32> {
-    let [x, y, z, w] = quant.rotation.dequantize(pose.rotation);
-    Isometry3::from_parts(
-        Translation3::from(Vector3::from(quant.position.dequantize(pose.position))),
-        UnitQuaternion::from_quaternion(Quaternion::new(w, x, y, z)),
-    )
-}
-
-fn quantized(quant: &QuantConfig, pose: &Isometry3<f32>) -> QuantizedPose {
-    let (p, r) = (pose.translation.vector, pose.rotation);
-    QuantizedPose::quantize(quant, [p.x, p.y, p.z], [r.i, r.j, r.k, r.w])
-}
-
 fn between(a: &Isometry3<f32>, b: &Isometry3<f32>, f: f32) -> Isometry3<f32> {
     let rotation = a
         .rotation
@@ -286,21 +276,31 @@ fn between(a: &Isometry3<f32>, b: &Isometry3<f32>, f: f32) -> Isometry3<f32> {
 /// never was.
 fn interpolate(quant: &QuantConfig, a: &AvatarState, b: &AvatarState, f: f32) -> AvatarState {
     let mut out = *a;
-    out.head = quantized(
+    out.head = pose_to_quantized(
         quant,
-        &between(&pose_of(quant, &a.head), &pose_of(quant, &b.head), f),
+        &between(
+            &pose_from_quantized(quant, &a.head),
+            &pose_from_quantized(quant, &b.head),
+            f,
+        ),
     );
     for (hand, (ha, hb)) in out.hands.iter_mut().zip(a.hands.iter().zip(&b.hands)) {
-        let (hand_a, hand_b) = (pose_of(quant, &ha.pose), pose_of(quant, &hb.pose));
+        let (hand_a, hand_b) = (
+            pose_from_quantized(quant, &ha.pose),
+            pose_from_quantized(quant, &hb.pose),
+        );
         let blended = between(&hand_a, &hand_b, f);
-        hand.pose = quantized(quant, &blended);
+        hand.pose = pose_to_quantized(quant, &blended);
         if let (Some(held), Some(held_a), Some(held_b)) = (&mut hand.held, ha.held, hb.held)
             && (held_a.object, held_a.ownership_seq) == (held_b.object, held_b.ownership_seq)
         {
-            let object_a = hand_a * pose_of(quant, &held_a.relative);
-            let object_b = hand_b * pose_of(quant, &held_b.relative);
+            let object_a = hand_a * pose_from_quantized(quant, &held_a.relative);
+            let object_b = hand_b * pose_from_quantized(quant, &held_b.relative);
             let object = between(&object_a, &object_b, f);
-            held.relative = quantized(quant, &(pose_of(quant, &hand.pose).inverse() * object));
+            held.relative = pose_to_quantized(
+                quant,
+                &(pose_from_quantized(quant, &hand.pose).inverse() * object),
+            );
         }
     }
     out
@@ -308,6 +308,8 @@ fn interpolate(quant: &QuantConfig, a: &AvatarState, b: &AvatarState, f: f32) ->
 
 #[cfg(test)]
 mod tests {
+    use physync_codec::QuantizedPose;
+
     use super::*;
 
     fn avatar(player: u8, x: f32, quant: &QuantConfig) -> AvatarState {

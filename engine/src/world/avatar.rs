@@ -4,12 +4,12 @@
 //! as an object update; a peer receiving the avatar attaches the object to the hand and detaches it when the
 //! avatar no longer lists it.
 
-use nalgebra::{Isometry3, Translation3};
-use physync_codec::{AvatarState, HandState, HeldObject, QuantizedPose, seq_newer};
+use nalgebra::Isometry3;
+use physync_codec::{AvatarState, HandState, HeldObject, seq_newer};
 use rapier3d::prelude::RigidBodyType;
 
 use super::authority::{AuthorityView, DEFAULT_AUTHORITY, PlayerIndex};
-use super::convert::{quat_from_array, quat_to_array, vec_from_array, vec_to_array};
+use super::convert::{pose_from_quantized, pose_to_quantized};
 use super::scene::ObjectId;
 use super::{Holder, World};
 
@@ -82,22 +82,6 @@ impl AvatarSlot {
     }
 }
 
-fn pose_to_quantized(world: &World, pose: &Isometry3<f32>) -> QuantizedPose {
-    QuantizedPose::quantize(
-        &world.config.quant,
-        vec_to_array(&pose.translation.vector),
-        quat_to_array(&pose.rotation),
-    )
-}
-
-fn pose_from_quantized(world: &World, pose: &QuantizedPose) -> Isometry3<f32> {
-    let quant = &world.config.quant;
-    Isometry3::from_parts(
-        Translation3::from(vec_from_array(quant.position.dequantize(pose.position))),
-        quat_from_array(quant.rotation.dequantize(pose.rotation)),
-    )
-}
-
 impl World {
     /// A player's head and hand poses. Panics if `player` is not below [`MAX_PLAYERS`].
     pub fn avatar_pose(&self, player: PlayerIndex) -> AvatarPose {
@@ -121,12 +105,12 @@ impl World {
         let hands = Hand::BOTH.map(|hand| {
             let i = hand.index();
             HandState {
-                pose: pose_to_quantized(self, &slot.pose.hands[i]),
+                pose: pose_to_quantized(&self.config.quant, &slot.pose.hands[i]),
                 held: slot.grips[i].map(|grip| {
                     let view = self.authority(grip.object).view;
                     HeldObject {
                         object: grip.object,
-                        relative: pose_to_quantized(self, &grip.relative),
+                        relative: pose_to_quantized(&self.config.quant, &grip.relative),
                         authority_seq: view.authority_seq,
                         ownership_seq: view.ownership_seq,
                     }
@@ -135,7 +119,7 @@ impl World {
         });
         AvatarState {
             player,
-            head: pose_to_quantized(self, &slot.pose.head),
+            head: pose_to_quantized(&self.config.quant, &slot.pose.head),
             hands,
         }
     }
@@ -152,11 +136,11 @@ impl World {
         if usize::from(player) >= MAX_PLAYERS || player == self.config.local_player {
             return;
         }
-        let head = pose_from_quantized(self, &state.head);
+        let head = pose_from_quantized(&self.config.quant, &state.head);
         self.set_head_pose(player, head);
         for hand in Hand::BOTH {
             let hand_state = &state.hands[hand.index()];
-            let pose = pose_from_quantized(self, &hand_state.pose);
+            let pose = pose_from_quantized(&self.config.quant, &hand_state.pose);
             let current = self.grip(player, hand);
             let listed = hand_state
                 .held
@@ -175,7 +159,7 @@ impl World {
                     if let Some(other) = self.holder(held.object) {
                         self.detach(held.object, other);
                     }
-                    let relative = pose_from_quantized(self, &held.relative);
+                    let relative = pose_from_quantized(&self.config.quant, &held.relative);
                     self.attach(held.object, holder, relative);
                     self.jump_shown(held.object, &(pose * relative));
                     let object = &mut self.objects[usize::from(held.object)];
@@ -189,7 +173,7 @@ impl World {
                     authority.confirmed = true;
                     authority.pending_commit = false;
                 } else if already {
-                    let relative = pose_from_quantized(self, &held.relative);
+                    let relative = pose_from_quantized(&self.config.quant, &held.relative);
                     if let Some(grip) = &mut self.avatars[usize::from(player)].grips[hand.index()] {
                         grip.relative = relative;
                         grip.aim = relative;

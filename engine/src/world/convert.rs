@@ -1,9 +1,11 @@
-//! The one place where the engine's public math (nalgebra) meets rapier's (glam, through glamx).
+//! The one place where the engine's public math (nalgebra) meets rapier's (glam, through glamx) and the codec's
+//! (arrays, and poses on the quantization grid).
 //!
 //! rapier3d 0.36 speaks glam types; every public engine API speaks nalgebra. All conversions go through the
 //! functions here, so no other module names a glam type.
 
 use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion, Vector3};
+use physync_codec::{QuantConfig, QuantizedPose};
 use rapier3d::math::{Pose, Rotation, Vector};
 
 /// nalgebra vector to rapier vector.
@@ -60,6 +62,23 @@ pub fn quat_to_array(q: &UnitQuaternion<f32>) -> [f32; 4] {
 /// The codec's `[x, y, z, w]` to a nalgebra unit quaternion (renormalized).
 pub fn quat_from_array(a: [f32; 4]) -> UnitQuaternion<f32> {
     UnitQuaternion::from_quaternion(Quaternion::new(a[3], a[0], a[1], a[2]))
+}
+
+/// A pose on the codec's quantization grid to a nalgebra isometry.
+pub fn pose_from_quantized(quant: &QuantConfig, pose: &QuantizedPose) -> Isometry3<f32> {
+    Isometry3::from_parts(
+        Translation3::from(vec_from_array(quant.position.dequantize(pose.position))),
+        quat_from_array(quant.rotation.dequantize(pose.rotation)),
+    )
+}
+
+/// A nalgebra isometry onto the codec's quantization grid.
+pub fn pose_to_quantized(quant: &QuantConfig, pose: &Isometry3<f32>) -> QuantizedPose {
+    QuantizedPose::quantize(
+        quant,
+        vec_to_array(&pose.translation.vector),
+        quat_to_array(&pose.rotation),
+    )
 }
 
 #[cfg(test)]
