@@ -87,13 +87,8 @@ impl<T: Copy> AckTracker<T> {
         frame: u16,
         states: impl IntoIterator<Item = (u16, T)>,
     ) {
-        let slot = &mut self.sent[usize::from(sequence) % SENT_PACKETS];
-        slot.sequence = sequence;
-        slot.frame = frame;
-        slot.live = true;
-        // Each slot holds exactly what its packet carried: a slot that kept the largest capacity it ever needed
-        // would make a long session's memory creep with every new record.
-        (slot.ids, slot.states) = states.into_iter().unzip();
+        let (ids, states) = states.into_iter().unzip();
+        self.record_sent_split(sequence, frame, ids, states);
     }
 
     /// [`AckTracker::record_sent`] with the ids and their states (in the same order) in two vectors, taken over
@@ -107,6 +102,8 @@ impl<T: Copy> AckTracker<T> {
         states: Vec<T>,
     ) {
         debug_assert_eq!(ids.len(), states.len());
+        // Each slot holds exactly what its packet carried: a slot that kept the largest capacity it ever needed
+        // would make a long session's memory creep with every new record.
         let slot = &mut self.sent[usize::from(sequence) % SENT_PACKETS];
         slot.sequence = sequence;
         slot.frame = frame;
