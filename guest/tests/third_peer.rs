@@ -136,3 +136,142 @@ fn a_throw_flies_on_every_other_peer_under_jitter() {
         assert_smooth(&format!("seed {seed}"), &throw_seen_by_others(link, seed));
     }
 }
+
+/// The cube in the throw's path that guest B snatches away, down through the floor (see
+/// [`a_throw_stopped_on_the_throwers_side_never_steps_back_elsewhere`]): the next one along +x from cube 0.
+const OBSTACLE: u16 = 8;
+const SNATCH_AT: f64 = THROW_AT + 0.05;
+/// The throw's velocity: from a metre up, cube 0 lands on the obstacle's top 0.27 s later at 3.6 m/s downward.
+const LOB: Vector3<f32> = Vector3::new(3.0, -0.94, 0.0);
+
+/// Guest A lobs cube 0 onto the next cube along the row, which guest B holds where it stood; B snatches it
+/// down and away just after the throw. A's world sees the snatch a round trip later, so A's cube lands on the
+/// held obstacle while B's world has nothing there any more: what happens whenever the thrower's world has a
+/// third player's object where the others do not. Returns the meters of guest B and of the host, the largest
+/// speed A's cube lost in one step of its flight, and the largest step back A's own cube made (m).
+fn throw_stopped_on_the_throwers_side(link: LinkConfig, seed: u64) -> (Observed, f32, f32) {
+    let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).unwrap();
+    let mut sim: SessionSim<PeerHost, PeerGuest> = SessionSim::new(host, link, seed).unwrap();
+    for nonce in [1, 2] {
+        sim.add_guest(PeerGuest::new(GuestConfig::new(host_addr(), nonce)))
+            .unwrap();
+    }
+    sim.run_idle_until(secs(GRAB_AT - 0.2)).unwrap();
+    let world = sim.guest(0).unwrap().world().unwrap();
+    let (start, obstacle) = (world.physics_pose(CUBE), world.physics_pose(OBSTACLE));
+    let (mut guest_meter, mut host_meter) = (FeelMeter::new(), FeelMeter::new());
+    let (mut guest_released, mut host_released) = (false, false);
+    let (mut guest_regrabbed, mut host_regrabbed) = (false, false);
+    let (mut thrown, mut last_speed, mut stopped_by) = (false, 0.0_f32, 0.0_f32);
+    let mut own = OwnSteps::default();
+    sim.run_until(
+        secs(END),
+        |_, host| {
+            let w = host.world();
+            watch(w, &mut host_meter, &mut host_released, &mut host_regrabbed);
+        },
+        |i, now, guest| {
+            let t = now.as_secs_f64();
+            if i == 1 {
+                if let Some(w) = guest.world() {
+                    watch(
+                        w,
+                        &mut guest_meter,
+                        &mut guest_released,
+                        &mut guest_regrabbed,
+                    );
+                }
+                let Some(s) = guest.session_mut() else { return };
+                if t >= GRAB_AT && s.world().holder(OBSTACLE).is_none() {
+                    s.set_hand_pose(Hand::Left, obstacle);
+                    s.grab(Hand::Left, OBSTACLE).unwrap();
+                }
+                if t >= SNATCH_AT && s.world().grip(s.player(), Hand::Left).is_some() {
+                    s.set_hand_pose(
+                        Hand::Left,
+                        Isometry3::translation(0.0, -2.0, 0.0) * obstacle,
+                    );
+                }
+                return;
+            }
+            let Some(s) = guest.session_mut() else { return };
+            let speed = s.world().linear_velocity(CUBE).norm();
+            if thrown && s.world().holder(CUBE).is_none() {
+                stopped_by = stopped_by.max(last_speed - speed);
+                own.observe(s.world().physics_pose(CUBE).translation.vector);
+            }
+            last_speed = speed;
+            if t < THROW_AT || s.world().grip(s.player(), Hand::Right).is_some() {
+                s.set_hand_pose(Hand::Right, hand(&start, t));
+            }
+            if t >= GRAB_AT && s.world().holder(CUBE).is_none() && t < THROW_AT {
+                s.grab(Hand::Right, CUBE).unwrap();
+            }
+            if t >= THROW_AT && s.world().grip(s.player(), Hand::Right).is_some() {
+                s.throw(Hand::Right, LOB, Vector3::zeros());
+                thrown = true;
+            }
+        },
+    )
+    .unwrap();
+    let observed = Observed {
+        guest: guest_meter.figures(),
+        host: host_meter.figures(),
+        regrabbed: guest_regrabbed || host_regrabbed,
+        flew: true,
+    };
+    (observed, stopped_by, own.max_backstep_m)
+}
+
+/// The thrower's own cube, step by step: how far it ever stepped against its own direction of motion (a
+/// bounce on the thrower's world is a step back that every faithful observer shows too).
+#[derive(Default)]
+struct OwnSteps {
+    last: Option<Vector3<f32>>,
+    last_step: Option<Vector3<f32>>,
+    max_backstep_m: f32,
+}
+
+impl OwnSteps {
+    fn observe(&mut self, position: Vector3<f32>) {
+        if let Some(last) = self.last {
+            let step = position - last;
+            if let Some(previous) = self.last_step
+                && previous.norm() >= 1e-3
+            {
+                self.max_backstep_m = self.max_backstep_m.max(-step.dot(&previous.normalize()));
+            }
+            self.last_step = Some(step);
+        }
+        self.last = Some(position);
+    }
+}
+
+#[test]
+fn a_throw_stopped_on_the_throwers_side_never_steps_back_elsewhere() {
+    let clean = LinkConfig::from_rtt(Duration::from_millis(250), Duration::ZERO, 0.0, 0.0);
+    let jitter = LinkConfig::from_rtt(
+        Duration::from_millis(250),
+        Duration::from_millis(50),
+        0.0,
+        0.0,
+    );
+    for (what, link, seed) in [("clean", clean, 3), ("jitter", jitter, 4)] {
+        let (o, stopped_by, own) = throw_stopped_on_the_throwers_side(link, seed);
+        assert!(
+            stopped_by > 2.0,
+            "{what}: the thrower's cube never landed on the obstacle (lost {stopped_by} m/s at most in a step)"
+        );
+        assert!(!o.regrabbed, "{what}: the cube went back into the hand");
+        for (peer, f) in [("guest B", o.guest), ("host", o.host)] {
+            assert!(f.frames > 100, "{what}, {peer}: {f:?}");
+            assert!(
+                f.max_backstep_m <= own + 0.010,
+                "{what}, {peer}: stepped back {} mm, the thrower's own cube {} mm: {f:?}",
+                f.max_backstep_m * 1000.0,
+                own * 1000.0
+            );
+            assert_eq!(f.snaps, 0, "{what}, {peer}: snapped: {f:?}");
+        }
+    }
+}

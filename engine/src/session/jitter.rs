@@ -204,16 +204,21 @@ impl FrameJitterBuffer {
     /// time when that delay grows (a faster mapping is taken at once: updates skipped forward are applied
     /// together, the newest last).
     fn play_time(&mut self, now: Duration) -> Option<f64> {
+        let play = self.play_time_at(now)?;
+        self.played = Some((now, play));
+        Some(play)
+    }
+
+    /// The play time [`FrameJitterBuffer::play_time`] would hand out at `now` if nothing else arrived first.
+    fn play_time_at(&self, now: Duration) -> Option<f64> {
         let delay = self.clock.delay()?;
         let target = now.as_secs_f64() - self.delay.as_secs_f64() - delay;
-        let play = match self.played {
+        Some(match self.played {
             Some((at, played)) if now >= at => {
                 target.max(played + (now - at).as_secs_f64() * (1.0 - MAX_SLOWDOWN))
             }
             _ => target,
-        };
-        self.played = Some((now, play));
-        Some(play)
+        })
     }
 
     /// The avatar of `player` to show at local time `now`: interpolated between the samples around
@@ -250,6 +255,20 @@ impl FrameJitterBuffer {
             .partition_point(|&(t, _, _)| t <= play)
             .max(overflow);
         out.extend(self.objects.drain(..due).map(|(_, id, state)| (id, state)));
+    }
+
+    /// Copies into `out` the object updates a step at `next` will play, if nothing else arrives first, the
+    /// first per object. A receiver that has just played a frame uses them to step its copies the way their
+    /// senders did ([`crate::world::World::lead_into`]).
+    pub fn upcoming_objects(&self, next: Duration, out: &mut Vec<(u16, ObjectState)>) {
+        let Some(play) = self.play_time_at(next) else {
+            return;
+        };
+        for &(_, id, state) in self.objects.iter().take_while(|&&(t, _, _)| t <= play) {
+            if out.iter().all(|&(seen, _)| seen != id) {
+                out.push((id, state));
+            }
+        }
     }
 
     /// Object updates waiting for their play time.
@@ -393,6 +412,40 @@ mod tests {
                 "seed {seed}: {count} of {sent} played"
             );
         }
+    }
+
+    /// What a receiver leads its remote objects with ([`FrameJitterBuffer::upcoming_objects`]) is what the next
+    /// step plays: datagrams sent every frame, each naming two objects, arrive 107 ms later; after every step,
+    /// the updates named for the next step are exactly the ones that step pops, the first per object.
+    #[test]
+    fn the_upcoming_updates_are_what_the_next_step_plays() {
+        let frame = Duration::from_secs(1) / 60;
+        let state = |f: u32, id: u16| {
+            let mut s = ObjectState::default();
+            s.body.position = [f as i32, i32::from(id), 0];
+            (id, s)
+        };
+        let mut buffer = FrameJitterBuffer::new(DEFAULT_JITTER_DELAY, 60, QuantConfig::default());
+        let (mut upcoming, mut due) = (Vec::new(), Vec::new());
+        let mut matched = 0;
+        for step in 0..300u32 {
+            let now = frame * step;
+            buffer.push(
+                now + Duration::from_millis(107),
+                step as u16,
+                &[],
+                &[state(step, 3), state(step, 5)],
+            );
+            due.clear();
+            buffer.pop_objects(now, &mut due);
+            if step > 20 {
+                assert_eq!(due, upcoming, "step {step}");
+                matched += usize::from(!due.is_empty());
+            }
+            upcoming.clear();
+            buffer.upcoming_objects(now + frame, &mut upcoming);
+        }
+        assert!(matched > 250, "{matched} steps played what was named");
     }
 
     #[test]

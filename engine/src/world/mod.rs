@@ -773,6 +773,25 @@ impl World {
         }
     }
 
+    /// Steps a remote object the way its sender stepped it: given the state the sender reached one step after
+    /// the one just written (already in the jitter buffer), the body takes that state's velocities, less the
+    /// gravity this step adds, so the step moves it as the sender's step did, off a contact this world does not
+    /// have too. Without it the body flies on from the state written and the next state turns it back. A held
+    /// or resting object is left alone.
+    pub fn lead_into(&mut self, id: ObjectId, next: &BodyState) {
+        let Some(object) = self.objects.get(usize::from(id)) else {
+            return;
+        };
+        if object.holder.is_some() || object.at_rest {
+            return;
+        }
+        let (_, linvel, angvel) = rapier_state(&self.config.quant, next);
+        let gravity_step = self.physics.gravity * self.dt();
+        let body = &mut self.physics.bodies[object.body];
+        body.set_linvel(linvel - gravity_step, true);
+        body.set_angvel(angvel, true);
+    }
+
     /// Judges a received object update against this peer's view ([`authority::judge_update`]) and applies
     /// what wins: the authority bookkeeping, and on [`Verdict::Accept`] the body state. An accepted update for
     /// an object held by a local hand means the grab lost: the hand lets go. An id outside the scene (network

@@ -194,7 +194,8 @@ impl GuestSession {
     }
 
     /// Plays the host's frames due at `now`: remote avatars first (hands open or close), then the object updates
-    /// of the same frames, each judged per the rules (host to guest).
+    /// of the same frames, each judged per the rules (host to guest); then the updates the next step will play
+    /// lead the remote objects they name into this step.
     fn play_remote_frames(&mut self, now: Duration) {
         let me = self.player;
         for p in 0..MAX_PLAYERS as u8 {
@@ -221,6 +222,16 @@ impl GuestSession {
                 }
                 Ok(Verdict::Confirm) => self.counters.confirmed += 1,
                 Ok(Verdict::Reject) | Err(_) => self.counters.rejected += 1,
+            }
+        }
+        self.due.clear();
+        self.jitter.upcoming_objects(now + self.step, &mut self.due);
+        for (id, next) in &self.due {
+            if usize::from(*id) < self.world.object_count() {
+                let authority = self.world.authority(*id).view.authority;
+                if authority != me && next.authority == authority {
+                    self.world.lead_into(*id, &next.body);
+                }
             }
         }
     }

@@ -538,8 +538,10 @@ impl PeerHost {
     }
 
     /// Plays every guest's frames due at `now` into the world: its avatar first (hands open or close), then the
-    /// object updates sent beside it, each checked and judged per the rules (guest to host).
+    /// object updates sent beside it, each checked and judged per the rules (guest to host); then the guest's
+    /// updates the next step will play lead the objects it has authority over into this step.
     fn play_guest_frames(&mut self, now: Duration) {
+        let next = Duration::from_secs(1) / self.config.world.step_hz;
         let addrs: Vec<SocketAddr> = self.guests.keys().copied().collect();
         for from in addrs {
             let Some(guest) = self.guests.get_mut(&from) else {
@@ -563,9 +565,21 @@ impl PeerHost {
                     Err(kind) => self.count_bad(from, kind, None),
                 }
             }
-            let due = std::mem::take(&mut self.due);
+            let mut due = std::mem::take(&mut self.due);
             for &(id, state) in &due {
                 self.judge_guest_object(from, sender, id, &state);
+            }
+            due.clear();
+            if let Some(guest) = self.guests.get(&from) {
+                guest.frames.upcoming_objects(now + next, &mut due);
+            }
+            for (id, next) in &due {
+                if usize::from(*id) < self.world.object_count()
+                    && self.world.authority(*id).view.authority == sender
+                    && next.authority == sender
+                {
+                    self.world.lead_into(*id, &next.body);
+                }
             }
             self.due = due;
         }
