@@ -746,7 +746,8 @@ fn rotation_full(quant: &QuantConfig, r: &QuantizedRotation) -> [i64; 4] {
         .map(|&c| i64::from(c) * i64::from(c))
         .sum();
     let square = (2 * max * max - sum).max(0);
-    let mut dropped = (square as u64).isqrt() as i64;
+    // The predictor's integer root: exact like the standard library's, at a fraction of its cost.
+    let mut dropped = crate::predict::isqrt(square as u64) as i64;
     if (dropped + 1) * (dropped + 1) - square < square - dropped * dropped {
         dropped += 1;
     }
