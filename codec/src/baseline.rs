@@ -238,27 +238,37 @@ fn keep_older<T: Copy>(older: &mut [Option<Baseline<T>>; OLDER_KEPT], state: Bas
 /// arrives late never evicts a newer one.
 ///
 /// Laid out for decoding a datagram, which reads one held state and stores another for each entry at ids spread
-/// over the whole scene, ascending, nearly all of them in the same one or two slots: the slots' sequence and frame
-/// tags sit in one row per slot across all objects (4 bytes an object), so that a datagram's lookups walk a row
-/// forward (16 objects a cache line, ahead of the hardware prefetcher) instead of missing one tag line per entry;
-/// per object, each state starts a 64-byte cache line of its own, so that a 64-byte state (a rigid body's) never
-/// straddles two.
+/// over the whole scene, ascending, nearly all of them in the same one or two slots: per slot, the objects come in
+/// blocks of [`HISTORY_BLOCK`] neighbouring ids, each block one allocation holding its objects' tags (one cache
+/// line) and then their states (a cache line each, so that a 64-byte state, a rigid body's, never straddles two).
+/// A datagram's lookups so walk each slot's blocks forward, several entries a block, instead of missing a line, and
+/// often a page, per entry in per-object storage of the whole window. A block is allocated at the first store into
+/// it, so a link that sends a few objects holds a few blocks per slot, not whole rows of the scene.
 #[derive(Debug, Clone)]
 pub struct ReceiveHistory<T> {
-    /// Per object, its slots' states (allocated when it is first received).
-    objects: Vec<Option<Box<ObjectStates<T>>>>,
-    /// Per slot, each object's tag there (a row is allocated at its slot's first store). Slot `i` of an object
-    /// holds a state exactly when its tag's sequence is `i` modulo the window: an empty slot's tag names a sequence
-    /// that cannot sit there.
-    tags: Vec<Option<Box<[SlotTag]>>>,
+    /// Slot `s`, block `b` at `s * blocks + b`, allocated at its first store. Slot `s` of an object holds a state
+    /// exactly when its tag's sequence is `s` modulo the window: an empty slot's tag names a sequence that cannot
+    /// sit there.
+    slots: Vec<Option<Box<Block<T>>>>,
+    /// Blocks per slot.
+    blocks: usize,
     /// Per object: the newest packet sequence stored. A slot more than the window behind it is stale, however
     /// its 16-bit sequence compares: an object sent now and then keeps some slots untouched for so long that
     /// their sequences read as newer than the one arriving.
     newest: Vec<Option<u16>>,
 }
 
-/// One object's slots' states.
-type ObjectStates<T> = [CacheLine<T>; HISTORY_PER_OBJECT];
+/// Neighbouring object ids whose states in one slot share an allocation (see [`ReceiveHistory`]): their 16 tags
+/// fill one cache line.
+pub const HISTORY_BLOCK: usize = 16;
+
+/// One slot's tags and states of [`HISTORY_BLOCK`] neighbouring objects.
+#[derive(Debug, Clone)]
+#[repr(C)]
+struct Block<T> {
+    tags: CacheLine<[SlotTag; HISTORY_BLOCK]>,
+    states: [CacheLine<T>; HISTORY_BLOCK],
+}
 
 /// The packet a slot's state came in and the sender's frame then.
 #[derive(Debug, Clone, Copy)]
@@ -296,11 +306,12 @@ fn slot_of(sequence: u16) -> usize {
 struct CacheLine<T>(T);
 
 impl<T: Copy> ReceiveHistory<T> {
-    /// A history for object ids `0..max_objects` (each object's slots are allocated when it is first received).
+    /// A history for object ids `0..max_objects` (blocks are allocated at their first store).
     pub fn new(max_objects: u16) -> Self {
+        let blocks = usize::from(max_objects).div_ceil(HISTORY_BLOCK);
         Self {
-            objects: (0..max_objects).map(|_| None).collect(),
-            tags: vec![None; HISTORY_PER_OBJECT],
+            slots: (0..HISTORY_PER_OBJECT * blocks).map(|_| None).collect(),
+            blocks,
             newest: vec![None; usize::from(max_objects)],
         }
     }
@@ -310,24 +321,30 @@ impl<T: Copy> ReceiveHistory<T> {
     #[inline]
     pub fn insert(&mut self, id: u16, sequence: u16, frame: u16, state: T) {
         let i = usize::from(id);
-        let objects = self.objects.len();
-        let (Some(states), Some(newest)) = (self.objects.get_mut(i), self.newest.get_mut(i)) else {
+        let Some(newest) = self.newest.get_mut(i) else {
             return;
         };
-        let states = states.get_or_insert_with(|| Box::new([CacheLine(state); HISTORY_PER_OBJECT]));
         if newest.is_none_or(|n| seq_newer(sequence, n)) {
             *newest = Some(sequence);
         }
         let newest = newest.unwrap_or(sequence);
         let slot = slot_of(sequence);
-        let row = self.tags[slot]
-            .get_or_insert_with(|| vec![SlotTag::empty(slot); objects].into_boxed_slice());
+        let Some(block) = self.slots.get_mut(slot * self.blocks + i / HISTORY_BLOCK) else {
+            return;
+        };
+        let block = block.get_or_insert_with(|| {
+            Box::new(Block {
+                tags: CacheLine([SlotTag::empty(slot); HISTORY_BLOCK]),
+                states: [CacheLine(state); HISTORY_BLOCK],
+            })
+        });
+        let k = i % HISTORY_BLOCK;
         let stale = |old: u16| usize::from(newest.wrapping_sub(old)) >= HISTORY_PER_OBJECT;
-        if row[i].held(slot).is_none_or(|old| {
+        if block.tags.0[k].held(slot).is_none_or(|old| {
             old.sequence == sequence || seq_newer(sequence, old.sequence) || stale(old.sequence)
         }) {
-            row[i] = SlotTag { sequence, frame };
-            states[slot] = CacheLine(state);
+            block.tags.0[k] = SlotTag { sequence, frame };
+            block.states[k] = CacheLine(state);
         }
     }
 
@@ -347,38 +364,39 @@ impl<T: Copy> ReceiveHistory<T> {
     #[inline]
     pub(crate) fn get_ref(&self, id: u16, sequence: u16) -> Option<(u16, &T)> {
         let i = usize::from(id);
-        let slot = slot_of(sequence);
-        // A slot's tag names a sequence of the slot only when it holds a state, so equality is enough.
-        let tag = *self.tags[slot].as_deref()?.get(i)?;
-        if tag.sequence != sequence {
+        if i >= self.newest.len() {
             return None;
         }
-        let states = self.objects.get(i)?.as_deref()?;
-        Some((tag.frame, &states[slot].0))
+        let block = self
+            .slots
+            .get(slot_of(sequence) * self.blocks + i / HISTORY_BLOCK)?
+            .as_deref()?;
+        let k = i % HISTORY_BLOCK;
+        // A slot's tag names a sequence of the slot only when it holds a state, so equality is enough.
+        let tag = block.tags.0[k];
+        (tag.sequence == sequence).then_some((tag.frame, &block.states[k].0))
     }
 
     /// Forgets what was received for object `id`. A 16-bit sequence cannot say how old a held state is once the
     /// counter may have wrapped since (an older state would refuse a newer one into its slot): a link forgets
-    /// objects it has not heard of for a long while (ids out of range are ignored).
+    /// objects it has not heard of for a long while (ids out of range are ignored). The blocks it shares with its
+    /// neighbours stay.
     pub fn forget(&mut self, id: u16) {
         let i = usize::from(id);
-        if let Some(states) = self.objects.get_mut(i) {
-            *states = None;
-        }
-        for (slot, row) in self.tags.iter_mut().enumerate() {
-            if let Some(tag) = row.as_deref_mut().and_then(|r| r.get_mut(i)) {
-                *tag = SlotTag::empty(slot);
+        let Some(newest) = self.newest.get_mut(i) else {
+            return;
+        };
+        *newest = None;
+        for slot in 0..HISTORY_PER_OBJECT {
+            if let Some(block) = self.slots[slot * self.blocks + i / HISTORY_BLOCK].as_deref_mut() {
+                block.tags.0[i % HISTORY_BLOCK] = SlotTag::empty(slot);
             }
-        }
-        if let Some(newest) = self.newest.get_mut(usize::from(id)) {
-            *newest = None;
         }
     }
 
     /// Forgets everything.
     pub fn reset(&mut self) {
-        self.objects.iter_mut().for_each(|o| *o = None);
-        self.tags.iter_mut().for_each(|r| *r = None);
+        self.slots.iter_mut().for_each(|b| *b = None);
         self.newest.iter_mut().for_each(|n| *n = None);
     }
 }
@@ -501,11 +519,13 @@ mod tests {
 
     #[test]
     fn empty_slots_hold_nothing_at_any_sequence() {
-        // Slots are allocated for the whole window at the first state; the rest must answer no sequence at all.
-        let mut h = ReceiveHistory::<u16>::new(1);
+        // A block is allocated for all its objects at the first state stored in it: the rest of it, and the
+        // other slots, must answer no sequence at all.
+        let mut h = ReceiveHistory::<u16>::new(2);
         h.insert(0, 5, 50, 7);
         let found: Vec<u16> = (0..=u16::MAX).filter(|&s| h.get(0, s).is_some()).collect();
         assert_eq!(found, vec![5]);
+        assert!((0..=u16::MAX).all(|s| h.get(1, s).is_none()));
         let b = h.get(0, 5).unwrap();
         assert_eq!((b.sequence, b.frame, b.state), (5, 50, 7));
         h.forget(0);
@@ -514,8 +534,8 @@ mod tests {
 
     #[test]
     fn forgetting_an_object_clears_its_tags_only() {
-        // The tags of all objects share rows: forgetting one must empty its tags in every row (else its states,
-        // allocated afresh, would answer for the sequences it held before) and leave the others' alone.
+        // Neighbouring objects share blocks: forgetting one must empty its tags in every slot (else it would
+        // answer for the sequences it held before) and leave the others' alone.
         let mut h = ReceiveHistory::<u16>::new(2);
         for s in 0..3 {
             h.insert(0, s, s, s);

@@ -360,6 +360,16 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState, P: Borrow<T>>(
     serialize_changed(s, config, value, path, base, prediction)
 }
 
+/// The tags' context class of `base`'s motion, worked out only for a stream that codes under contexts.
+#[inline]
+fn motion_class<S: Stream, T: DeltaState>(base: &T) -> usize {
+    if S::CONTEXTS {
+        base.motion_class().min(MOTION_CLASSES - 1)
+    } else {
+        0
+    }
+}
+
 /// The first part of [`serialize_entry_lazy`] for an entry with a baseline: the unchanged flag. Returns whether
 /// the entry is unchanged (setting `path` to [`DeltaPath::Unchanged`] when it is), in which case nothing follows
 /// and the state is the baseline. Split out so that a writer sends an unchanged entry without copying its state.
@@ -370,7 +380,7 @@ pub(crate) fn serialize_unchanged<S: Stream, T: DeltaState>(
     base: &T,
     after_change: bool,
 ) -> Result<bool, CodecError> {
-    let class = base.motion_class().min(MOTION_CLASSES - 1);
+    let class = motion_class::<S, T>(base);
     let mut unchanged = *path == DeltaPath::Unchanged;
     s.bool(UNCHANGED[usize::from(after_change)][class], &mut unchanged)?;
     if unchanged {
@@ -390,7 +400,7 @@ pub(crate) fn serialize_changed<S: Stream, T: DeltaState, P: Borrow<T>>(
     base: &T,
     prediction: impl FnOnce(&mut S) -> Result<Prediction<P>, CodecError>,
 ) -> Result<(), CodecError> {
-    let class = base.motion_class().min(MOTION_CLASSES - 1);
+    let class = motion_class::<S, T>(base);
     let (made, mut later) = match prediction(s)? {
         Prediction::None => (None, None),
         Prediction::Made(p) => (Some(p), None),
@@ -410,13 +420,11 @@ pub(crate) fn serialize_changed<S: Stream, T: DeltaState, P: Borrow<T>>(
     if S::CONTEXTS {
         make(&mut later, &mut owned)?;
     }
-    let step = made
-        .as_ref()
-        .map(Borrow::borrow)
-        .or(owned.as_ref())
-        .map_or(0, |p| {
-            T::prediction_class(p, base).min(PREDICTION_CLASSES - 1)
-        });
+    // A context only: not worked out for a stream that ignores contexts.
+    let step = match made.as_ref().map(Borrow::borrow).or(owned.as_ref()) {
+        Some(p) if S::CONTEXTS => T::prediction_class(p, base).min(PREDICTION_CLASSES - 1),
+        _ => 0,
+    };
     if exists {
         let mut perfect = *path == DeltaPath::Predicted;
         s.bool(PERFECT[step][class], &mut perfect)?;

@@ -324,14 +324,17 @@ fn body_residual<S: Stream>(
     motion: Option<&Motion>,
 ) -> Result<(), CodecError> {
     let quant = &config.quant;
-    let at_rest = motion.map_or(AT_REST, |m| {
+    // Contexts are worked out only for a stream that codes under them: the maxima and array maps they take stay
+    // out of line, so a bit-packing stream would pay for them too (about a tenth of a changed entry's cost).
+    let motion_ctx = motion.filter(|_| S::CONTEXTS);
+    let at_rest = motion_ctx.map_or(AT_REST, |m| {
         AT_REST_BY_STEP[m.position.iter().copied().max().unwrap_or(0)]
     });
     s.bool(at_rest, &mut b.at_rest)?;
     vec_residual_chained(
         s,
-        motion.map_or(POSITION.bucket, |m| m.position_bucket_ctx(b.at_rest)),
-        |i, class| match (motion, i, class) {
+        motion_ctx.map_or(POSITION.bucket, |m| m.position_bucket_ctx(b.at_rest)),
+        |i, class| match (motion_ctx, i, class) {
             (Some(m), _, _) => m.position_axis_ctx(i, class),
             (None, _, 0) => POSITION.axes[i],
             (None, 1, c) => POSITION_PLAIN_AFTER[0][c - 1],
@@ -344,7 +347,7 @@ fn body_residual<S: Stream>(
         &r.position,
     )?;
     check_bounds(&quant.position, &b.position, ABS_POSITION)?;
-    let rotation = motion.map_or(ROTATION, |m| {
+    let rotation = motion_ctx.map_or(ROTATION, |m| {
         m.rotation_ctx(bucket_of(POSITION_BUCKETS, &b.position, &r.position))
     });
     rotation_residual(
@@ -363,11 +366,15 @@ fn body_residual<S: Stream>(
     } else {
         // A body pushed off its predicted path shows it in both its position and its velocity residual, with the
         // same sign: each velocity component is coded under a context of the position residual on its axis.
-        let moved = [0, 1, 2].map(|i| i64::from(b.position[i]) - i64::from(r.position[i]));
-        let linear = VecCtx {
-            bucket: LINEAR_BUCKET_BY_POSITION
-                [magnitude_class(moved.iter().map(|d| d.abs()).max().unwrap_or(0))],
-            axes: moved.map(|d| LINEAR_BY_POSITION[signed_class(d)]),
+        let linear = if S::CONTEXTS {
+            let moved = [0, 1, 2].map(|i| i64::from(b.position[i]) - i64::from(r.position[i]));
+            VecCtx {
+                bucket: LINEAR_BUCKET_BY_POSITION
+                    [magnitude_class(moved.iter().map(|d| d.abs()).max().unwrap_or(0))],
+                axes: moved.map(|d| LINEAR_BY_POSITION[signed_class(d)]),
+            }
+        } else {
+            LINEAR
         };
         vec_residual(
             s,
@@ -377,13 +384,17 @@ fn body_residual<S: Stream>(
             &r.linear_velocity,
         )?;
         check_bounds(&quant.linear_velocity, &b.linear_velocity, ABS_LINEAR)?;
-        let pushed = (0..3)
-            .map(|i| (i64::from(b.linear_velocity[i]) - i64::from(r.linear_velocity[i])).abs())
-            .max()
-            .unwrap_or(0);
-        let angular = VecCtx {
-            bucket: ANGULAR_BUCKET_BY_LINEAR[magnitude_class(pushed)],
-            axes: ANGULAR.axes,
+        let angular = if S::CONTEXTS {
+            let pushed = (0..3)
+                .map(|i| (i64::from(b.linear_velocity[i]) - i64::from(r.linear_velocity[i])).abs())
+                .max()
+                .unwrap_or(0);
+            VecCtx {
+                bucket: ANGULAR_BUCKET_BY_LINEAR[magnitude_class(pushed)],
+                axes: ANGULAR.axes,
+            }
+        } else {
+            ANGULAR
         };
         vec_residual(
             s,
@@ -735,7 +746,8 @@ fn rotation_full(quant: &QuantConfig, r: &QuantizedRotation) -> [i64; 4] {
         .map(|&c| i64::from(c) * i64::from(c))
         .sum();
     let square = (2 * max * max - sum).max(0);
-    let mut dropped = (square as u64).isqrt() as i64;
+    // The predictor's integer root: exact like the standard library's, at a fraction of its cost.
+    let mut dropped = crate::predict::isqrt(square as u64) as i64;
     if (dropped + 1) * (dropped + 1) - square < square - dropped * dropped {
         dropped += 1;
     }

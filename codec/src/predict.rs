@@ -276,7 +276,7 @@ fn div_floor_positive(a: i64, b: i64) -> i64 {
 /// comparisons, so the result is exact and identical everywhere. Below 2^62 the estimate is off by at most one,
 /// so a single comparison each way settles it; larger inputs take the general loops.
 #[inline]
-fn isqrt(x: u64) -> u64 {
+pub(crate) fn isqrt(x: u64) -> u64 {
     if x < 1 << 62 {
         // Signed conversions are single instructions; r <= 2^31, so neither square overflows.
         let mut r = ((x as i64) as f64).sqrt() as i64 as u64;

@@ -116,7 +116,9 @@ impl Vec3Quantizer {
     }
 
     /// Clamps each component into its bounds.
-    #[inline]
+    // Always inlined, as `contains`: a call to either cost more than its three comparisons on the codec's hot
+    // paths (every prediction, every residual sized, written or read), where the inliner left them out of line.
+    #[inline(always)]
     pub fn clamp(&self, q: [i32; 3]) -> [i32; 3] {
         // Spelled out: `array::map` is not always inlined, and this runs for every predicted and decoded state.
         let [a, b, c] = &self.axes;
@@ -124,7 +126,7 @@ impl Vec3Quantizer {
     }
 
     /// True when every component is inside its bounds.
-    #[inline]
+    #[inline(always)]
     pub fn contains(&self, q: [i32; 3]) -> bool {
         let [a, b, c] = &self.axes;
         a.contains(q[0]) && b.contains(q[1]) && c.contains(q[2])

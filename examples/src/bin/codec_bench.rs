@@ -15,6 +15,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use clap::Parser;
+use physync_codec::baseline::HISTORY_PER_OBJECT;
 use physync_codec::delta::plan;
 use physync_codec::{
     AckTracker, Backend, DeltaPath, DeltaState, LinkConfig, MeasureStream, ObjectState,
@@ -89,11 +90,22 @@ fn sender(link: &LinkConfig, s: &Sample, gap: usize) -> AckTracker<ObjectState> 
     t
 }
 
+/// The receiver's history as a link's is after a while: every slot of its window holds a state of every object
+/// (one datagram a frame), the baseline in the newest. A history holding only the baseline would be a fraction
+/// of a link's size, so the copy taken before each timed decode would leave it warmer in the caches than a
+/// receiver's, which decodes each datagram after a frame of other work.
 fn receiver(link: &LinkConfig, s: &Sample, gap: usize) -> ReceiveHistory<ObjectState> {
     let mut h = ReceiveHistory::new(link.max_objects);
     let base_frame = s.frame.wrapping_sub(gap as u16);
-    for (i, st) in s.base.iter().enumerate() {
-        h.insert(i as u16, BASE_SEQUENCE, base_frame, *st);
+    for back in (0..HISTORY_PER_OBJECT as u16).rev() {
+        for (i, st) in s.base.iter().enumerate() {
+            h.insert(
+                i as u16,
+                BASE_SEQUENCE - back,
+                base_frame.wrapping_sub(back),
+                *st,
+            );
+        }
     }
     h
 }
