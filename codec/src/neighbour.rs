@@ -15,7 +15,7 @@ use crate::delta::DeltaState;
 /// How far (in position steps, largest axis) an earlier entry's prediction may lie from this one's to lend its
 /// miss, and to make this entry's unchanged flag "near a change": on the katamari ladder the misses of bodies
 /// further apart no longer agree.
-const RADIUS: i64 = 600;
+const RADIUS: i64 = 400;
 
 /// Within this distance (in position steps, largest axis) a changed entry is "close" rather than near (see
 /// [`Neighbours::nearness`]).
@@ -23,7 +23,7 @@ const CLOSE: i64 = 250;
 
 /// How much (in position steps, largest axis) an earlier entry's predicted step may differ from this one's to
 /// lend its miss: bodies that were moving differently are not moved by the same push.
-const STEP_LIMIT: i64 = 32;
+const STEP_LIMIT: i64 = 16;
 
 /// How many of the latest entries are searched: bounds the work a hostile section of many changed entries can
 /// cause (a datagram carries about 80 on the katamari ladder).
@@ -243,7 +243,7 @@ mod tests {
         assert_eq!(n.nearness(&at([0; 3])), 0);
         seen(&mut n, [0; 3], [0, 0, 10], [0, 0, 12]);
         assert_eq!(n.nearness(&at([0, 200, 0])), 2);
-        assert_eq!(n.nearness(&at([0, 400, 0])), 1);
+        assert_eq!(n.nearness(&at([0, 300, 0])), 1);
         assert_eq!(n.nearness(&at([0, 700, 0])), 0);
     }
 
