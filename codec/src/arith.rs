@@ -43,7 +43,7 @@ fn trained_priors() -> &'static [u16] {
     TABLE.get_or_init(|| {
         let mut t = vec![PROB_INIT; PER_CTX * Ctx::COUNT];
         for &(index, p) in crate::priors::TRAINED {
-            if let Some(m) = t.get_mut(usize::from(index)) {
+            if let Some(m) = t.get_mut(index as usize) {
                 *m = p.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN);
             }
         }
@@ -343,7 +343,7 @@ impl FieldCosts {
     /// Starting probabilities learned from the decisions tallied: `(model, probability of 0 out of 4096)` for
     /// every model of a codec context (ids below [`Ctx::CODEC`]) that coded at least `min_uses` decisions, by the rule of
     /// succession. The table in `codec/src/priors.rs` is this, from a recorded run.
-    pub fn trained_priors(&self, min_uses: u32) -> Vec<(u16, u16)> {
+    pub fn trained_priors(&self, min_uses: u32) -> Vec<(u32, u16)> {
         let codec_models = Ctx::CODEC * PER_CTX;
         self.uses
             .iter()
@@ -353,7 +353,7 @@ impl FieldCosts {
             .map(|(i, &[z, o])| {
                 let p = (f64::from(z) + 0.5) / (f64::from(z) + f64::from(o) + 1.0);
                 let q = (p * f64::from(PROB_ONE)).round() as u16;
-                (i as u16, q.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN))
+                (i as u32, q.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN))
             })
             .filter(|&(_, q)| q != PROB_INIT)
             .collect()

@@ -29,6 +29,46 @@ const UNCHANGED: [[Ctx; MOTION_CLASSES]; 2] = [
         Ctx::new(161, "unchanged flag, moving baseline, after a change"),
     ],
 ];
+/// The unchanged flag of an entry near a changed one coded before it (see [`Surroundings::near`]): a body next
+/// to one that moved has often been pushed too. By nearness (near, close), then as [`UNCHANGED`].
+const UNCHANGED_NEAR: [[[Ctx; MOTION_CLASSES]; 2]; NEAR_CLASSES - 1] = [
+    [
+        [
+            Ctx::new(238, "unchanged flag, near a change"),
+            Ctx::new(239, "unchanged flag, slow baseline, near a change"),
+            Ctx::new(240, "unchanged flag, moving baseline, near a change"),
+        ],
+        [
+            Ctx::new(241, "unchanged flag, after a change, near a change"),
+            Ctx::new(
+                242,
+                "unchanged flag, slow baseline, after a change, near a change",
+            ),
+            Ctx::new(
+                243,
+                "unchanged flag, moving baseline, after a change, near a change",
+            ),
+        ],
+    ],
+    [
+        [
+            Ctx::new(244, "unchanged flag, close to a change"),
+            Ctx::new(245, "unchanged flag, slow baseline, close to a change"),
+            Ctx::new(246, "unchanged flag, moving baseline, close to a change"),
+        ],
+        [
+            Ctx::new(247, "unchanged flag, after a change, close to a change"),
+            Ctx::new(
+                248,
+                "unchanged flag, slow baseline, after a change, close to a change",
+            ),
+            Ctx::new(
+                249,
+                "unchanged flag, moving baseline, after a change, close to a change",
+            ),
+        ],
+    ],
+];
 /// The perfect-prediction flag and the path tag, by the baseline's motion class and the class of the step the
 /// prediction takes from the baseline (see [`DeltaState::prediction_class`]).
 const PERFECT: [[Ctx; MOTION_CLASSES]; PREDICTION_CLASSES] = [
@@ -72,6 +112,19 @@ pub const PREDICTION_CLASSES: usize = 3;
 /// Number of motion classes [`DeltaState::motion_class`] may return.
 pub const MOTION_CLASSES: usize = 3;
 
+/// Number of classes of [`Surroundings::near`].
+pub const NEAR_CLASSES: usize = 3;
+
+/// What both ends know of an entry's section before its unchanged flag: the tags' contexts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Surroundings {
+    /// Whether the entry before this one in its section changed (was not [`DeltaPath::Unchanged`]).
+    pub after_change: bool,
+    /// How near the nearest changed entry coded before this one lies, in `0..NEAR_CLASSES` (0: none within reach,
+    /// 1: near, 2: close); the packet layer finds it for history predictions, 0 elsewhere.
+    pub near: usize,
+}
+
 /// A state that can be sent as a change against an earlier state of the same object.
 pub trait DeltaState: Copy + PartialEq + Default {
     /// What both ends share to code this type: quantizers, predictor constants.
@@ -94,6 +147,8 @@ pub trait DeltaState: Copy + PartialEq + Default {
     /// Serializes `value` as a residual against `prediction`, the prediction from `baseline`. The default codes it
     /// like any residual; a type whose residuals spread with the motion the prediction extrapolated (a fast body's
     /// wider than a creeping one's) overrides it to code under contexts of that motion, which both ends know.
+    /// `neighbour` is the class of the miss a neighbour correction moved the prediction by (0 for none; see
+    /// [`Prediction::Corrected`]), a context of its own: a body whose neighbour missed by much misses by much.
     #[inline]
     fn serialize_prediction_error<S: Stream>(
         s: &mut S,
@@ -101,6 +156,7 @@ pub trait DeltaState: Copy + PartialEq + Default {
         value: &mut Self,
         prediction: &Self,
         _baseline: &Self,
+        _neighbour: usize,
     ) -> Result<(), CodecError> {
         Self::serialize_residual(s, config, value, prediction)
     }
@@ -149,6 +205,20 @@ pub trait DeltaState: Copy + PartialEq + Default {
     #[inline]
     fn motion_class(&self) -> usize {
         0
+    }
+
+    /// Where the state puts its body, in position steps, for the neighbour correction of history predictions
+    /// (see [`crate::neighbour`]); types without a position keep the default, `None`, and are never corrected.
+    #[inline]
+    fn position(&self) -> Option<[i32; 3]> {
+        None
+    }
+
+    /// This prediction with its position moved by `by` steps per axis, kept within the configuration's bounds: the
+    /// neighbour correction. Types without a position keep the default, the prediction unchanged.
+    #[inline]
+    fn moved(&self, _config: &Self::Config, _by: [i32; 3]) -> Self {
+        *self
     }
 
     /// How far `prediction` moved from `baseline`, in `0..PREDICTION_CLASSES` (0: not at all, 1: a little, 2: far):
@@ -304,6 +374,9 @@ pub enum Prediction<P> {
     None,
     /// Made already, by value or by reference.
     Made(P),
+    /// Made already and moved by the miss of a neighbour (see `neighbour.rs`), whose class (1 and up) the
+    /// prediction error is coded under (see [`DeltaState::serialize_prediction_error`]).
+    Corrected(P, usize),
     /// `T::predict` from the baseline over this many frames, which [`DeltaState::predicts`] said gives one: made
     /// only if the stream needs it, that is for a perfect prediction, a prediction error, or a stream that codes
     /// under contexts (which depend on it).
@@ -321,9 +394,15 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
     baseline: Option<&T>,
     prediction: Option<&T>,
 ) -> Result<(), CodecError> {
-    serialize_entry_lazy(s, config, value, path, baseline, false, |_| {
-        Ok(prediction.map_or(Prediction::None, Prediction::Made))
-    })
+    serialize_entry_lazy(
+        s,
+        config,
+        value,
+        path,
+        baseline,
+        Surroundings::default(),
+        |_| Ok(prediction.map_or(Prediction::None, Prediction::Made)),
+    )
 }
 
 /// [`serialize_entry`] with the prediction computed only when the entry needs it (not for an unchanged entry,
@@ -331,8 +410,7 @@ pub fn serialize_entry<S: Stream, T: DeltaState>(
 /// the baseline does, or what `T::predict_from_history` does from the older state it serializes on `s` (the
 /// packet layer names that state there, so an unchanged entry pays nothing for it). It may hand the prediction
 /// back by value or, where the caller holds it already, by reference, or leave it to be made from the baseline
-/// only if the entry needs it ([`Prediction::FromBaseline`]). `after_change` says whether the entry
-/// before this one in its section changed (was not [`DeltaPath::Unchanged`]): the tags' contexts.
+/// only if the entry needs it ([`Prediction::FromBaseline`]). `around` gives the tags' contexts.
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub fn serialize_entry_lazy<S: Stream, T: DeltaState, P: Borrow<T>>(
@@ -341,7 +419,7 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState, P: Borrow<T>>(
     value: &mut T,
     path: &mut DeltaPath,
     baseline: Option<&T>,
-    after_change: bool,
+    around: Surroundings,
     prediction: impl FnOnce(&mut S) -> Result<Prediction<P>, CodecError>,
 ) -> Result<(), CodecError> {
     let Some(base) = baseline else {
@@ -353,7 +431,7 @@ pub fn serialize_entry_lazy<S: Stream, T: DeltaState, P: Borrow<T>>(
         *path = DeltaPath::Absolute;
         return T::serialize_absolute(s, config, value);
     };
-    if serialize_unchanged(s, path, base, after_change)? {
+    if serialize_unchanged(s, path, base, around)? {
         *value = *base;
         return Ok(());
     }
@@ -378,11 +456,16 @@ pub(crate) fn serialize_unchanged<S: Stream, T: DeltaState>(
     s: &mut S,
     path: &mut DeltaPath,
     base: &T,
-    after_change: bool,
+    around: Surroundings,
 ) -> Result<bool, CodecError> {
     let class = motion_class::<S, T>(base);
+    let after = usize::from(around.after_change);
+    let ctx = match around.near.min(NEAR_CLASSES - 1) {
+        0 => UNCHANGED[after][class],
+        n => UNCHANGED_NEAR[n - 1][after][class],
+    };
     let mut unchanged = *path == DeltaPath::Unchanged;
-    s.bool(UNCHANGED[usize::from(after_change)][class], &mut unchanged)?;
+    s.bool(ctx, &mut unchanged)?;
     if unchanged {
         *path = DeltaPath::Unchanged;
     }
@@ -401,10 +484,11 @@ pub(crate) fn serialize_changed<S: Stream, T: DeltaState, P: Borrow<T>>(
     prediction: impl FnOnce(&mut S) -> Result<Prediction<P>, CodecError>,
 ) -> Result<(), CodecError> {
     let class = motion_class::<S, T>(base);
-    let (made, mut later) = match prediction(s)? {
-        Prediction::None => (None, None),
-        Prediction::Made(p) => (Some(p), None),
-        Prediction::FromBaseline(frames) => (None, Some(frames)),
+    let (made, mut later, neighbour) = match prediction(s)? {
+        Prediction::None => (None, None, 0),
+        Prediction::Made(p) => (Some(p), None, 0),
+        Prediction::Corrected(p, class) => (Some(p), None, class),
+        Prediction::FromBaseline(frames) => (None, Some(frames), 0),
     };
     let exists = made.is_some() || later.is_some();
     // The deferred prediction, once made.
@@ -458,7 +542,7 @@ pub(crate) fn serialize_changed<S: Stream, T: DeltaState, P: Borrow<T>>(
     match (tag, made.as_ref().map(Borrow::borrow).or(owned.as_ref())) {
         (0, Some(p)) => {
             *path = DeltaPath::PredictionError;
-            T::serialize_prediction_error(s, config, value, p, base)
+            T::serialize_prediction_error(s, config, value, p, base, neighbour)
         }
         (1, _) => {
             *path = DeltaPath::Delta;

@@ -9,6 +9,7 @@
 
 use crate::delta::DeltaState;
 use crate::error::CodecError;
+use crate::neighbour::NEIGHBOUR_CLASSES;
 use crate::predict::Predictor;
 use crate::quant::{QuantConfig, QuantizedRotation, Vec3Quantizer, bits_for};
 use crate::state::{AvatarState, BodyState, HandState, HeldObject, ObjectState, QuantizedPose};
@@ -873,6 +874,9 @@ struct Motion {
     /// residual is coded with its sign flipped there (see [`vec_residual_chained`]).
     position_back: [bool; 3],
     rotation_back: [bool; 3],
+    /// The class of the miss a neighbour correction moved the prediction by, `0..NEIGHBOUR_CLASSES` (0: none): the
+    /// position's bucket tag and first component are coded under it.
+    neighbour: usize,
 }
 
 impl Motion {
@@ -899,16 +903,17 @@ impl Motion {
             rotation,
             position_back,
             rotation_back,
+            neighbour: 0,
         }
     }
 
     #[inline]
     fn position_bucket_ctx(&self, at_rest: bool) -> Ctx {
         let top = self.position.iter().copied().max().unwrap_or(0);
-        if at_rest {
-            POSITION_BUCKET_AT_REST[top]
-        } else {
-            POSITION_BUCKET_BY_STEP[top]
+        match (at_rest, self.neighbour) {
+            (true, _) => POSITION_BUCKET_AT_REST[top],
+            (false, 0) => POSITION_BUCKET_BY_STEP[top],
+            (false, n) => POSITION_BUCKET_BY_NEIGHBOUR[n - 1][top],
         }
     }
 
@@ -918,6 +923,7 @@ impl Motion {
     fn position_axis_ctx(&self, i: usize, class: usize) -> Ctx {
         let step = self.position[i];
         match (i, class) {
+            (0, _) if self.neighbour > 0 => POSITION_X_BY_NEIGHBOUR[self.neighbour - 1][step],
             (_, 0) => POSITION_BY_STEP[step][i],
             (1, c) => POSITION_AFTER[step][0][c - 1],
             (_, c) => POSITION_AFTER[step][1][c - 1],
@@ -1043,6 +1049,119 @@ fn step_class(d: i64) -> usize {
         _ => 4,
     }
 }
+
+/// The position residual's bucket tag of a neighbour-corrected prediction, by the class of the neighbour's miss
+/// (exact, 1-3, 4-15, 16+ steps) and the largest class of the predicted step.
+const POSITION_BUCKET_BY_NEIGHBOUR: [[Ctx; MOTION_STEPS]; NEIGHBOUR_CLASSES - 1] = [
+    [
+        Ctx::new(198, "position residual bucket, neighbour exact, no step"),
+        Ctx::new(199, "position residual bucket, neighbour exact, step 1-3"),
+        Ctx::new(200, "position residual bucket, neighbour exact, step 4-15"),
+        Ctx::new(201, "position residual bucket, neighbour exact, step 16-63"),
+        Ctx::new(202, "position residual bucket, neighbour exact, step 64+"),
+    ],
+    [
+        Ctx::new(
+            203,
+            "position residual bucket, neighbour missed 1-3, no step",
+        ),
+        Ctx::new(
+            204,
+            "position residual bucket, neighbour missed 1-3, step 1-3",
+        ),
+        Ctx::new(
+            205,
+            "position residual bucket, neighbour missed 1-3, step 4-15",
+        ),
+        Ctx::new(
+            206,
+            "position residual bucket, neighbour missed 1-3, step 16-63",
+        ),
+        Ctx::new(
+            207,
+            "position residual bucket, neighbour missed 1-3, step 64+",
+        ),
+    ],
+    [
+        Ctx::new(
+            208,
+            "position residual bucket, neighbour missed 4-15, no step",
+        ),
+        Ctx::new(
+            209,
+            "position residual bucket, neighbour missed 4-15, step 1-3",
+        ),
+        Ctx::new(
+            210,
+            "position residual bucket, neighbour missed 4-15, step 4-15",
+        ),
+        Ctx::new(
+            211,
+            "position residual bucket, neighbour missed 4-15, step 16-63",
+        ),
+        Ctx::new(
+            212,
+            "position residual bucket, neighbour missed 4-15, step 64+",
+        ),
+    ],
+    [
+        Ctx::new(
+            213,
+            "position residual bucket, neighbour missed 16+, no step",
+        ),
+        Ctx::new(
+            214,
+            "position residual bucket, neighbour missed 16+, step 1-3",
+        ),
+        Ctx::new(
+            215,
+            "position residual bucket, neighbour missed 16+, step 4-15",
+        ),
+        Ctx::new(
+            216,
+            "position residual bucket, neighbour missed 16+, step 16-63",
+        ),
+        Ctx::new(
+            217,
+            "position residual bucket, neighbour missed 16+, step 64+",
+        ),
+    ],
+];
+/// A neighbour-corrected prediction's first position component (x), by the class of the neighbour's miss and the
+/// class of the predicted step on x.
+const POSITION_X_BY_NEIGHBOUR: [[Ctx; MOTION_STEPS]; NEIGHBOUR_CLASSES - 1] = [
+    [
+        Ctx::new(218, "position residual x, neighbour exact, no step"),
+        Ctx::new(219, "position residual x, neighbour exact, step 1-3"),
+        Ctx::new(220, "position residual x, neighbour exact, step 4-15"),
+        Ctx::new(221, "position residual x, neighbour exact, step 16-63"),
+        Ctx::new(222, "position residual x, neighbour exact, step 64+"),
+    ],
+    [
+        Ctx::new(223, "position residual x, neighbour missed 1-3, no step"),
+        Ctx::new(224, "position residual x, neighbour missed 1-3, step 1-3"),
+        Ctx::new(225, "position residual x, neighbour missed 1-3, step 4-15"),
+        Ctx::new(226, "position residual x, neighbour missed 1-3, step 16-63"),
+        Ctx::new(227, "position residual x, neighbour missed 1-3, step 64+"),
+    ],
+    [
+        Ctx::new(228, "position residual x, neighbour missed 4-15, no step"),
+        Ctx::new(229, "position residual x, neighbour missed 4-15, step 1-3"),
+        Ctx::new(230, "position residual x, neighbour missed 4-15, step 4-15"),
+        Ctx::new(
+            231,
+            "position residual x, neighbour missed 4-15, step 16-63",
+        ),
+        Ctx::new(232, "position residual x, neighbour missed 4-15, step 64+"),
+    ],
+    [
+        Ctx::new(233, "position residual x, neighbour missed 16+, no step"),
+        Ctx::new(234, "position residual x, neighbour missed 16+, step 1-3"),
+        Ctx::new(235, "position residual x, neighbour missed 16+, step 4-15"),
+        Ctx::new(236, "position residual x, neighbour missed 16+, step 16-63"),
+        Ctx::new(237, "position residual x, neighbour missed 16+, step 64+"),
+    ],
+];
 
 /// The position residual's bucket tag, by the largest class of the predicted step.
 const POSITION_BUCKET_BY_STEP: [Ctx; MOTION_STEPS] = [
@@ -1280,6 +1399,23 @@ impl DeltaState for ObjectState {
         }
     }
 
+    #[inline]
+    fn position(&self) -> Option<[i32; 3]> {
+        Some(self.body.position)
+    }
+
+    #[inline]
+    fn moved(&self, config: &StateConfig, by: [i32; 3]) -> Self {
+        let p = &self.body.position;
+        let moved = [0, 1, 2].map(|i| {
+            (i64::from(p[i]) + i64::from(by[i])).clamp(i64::from(i32::MIN), i64::from(i32::MAX))
+                as i32
+        });
+        let mut out = *self;
+        out.body.position = config.quant.position.clamp(moved);
+        out
+    }
+
     /// A pose-only link sends no velocities to predict with: it extrapolates from two acked poses instead.
     #[inline]
     fn uses_history(config: &StateConfig) -> bool {
@@ -1319,8 +1455,10 @@ impl DeltaState for ObjectState {
         value: &mut Self,
         prediction: &Self,
         baseline: &Self,
+        neighbour: usize,
     ) -> Result<(), CodecError> {
-        let motion = Motion::between(&baseline.body, &prediction.body);
+        let mut motion = Motion::between(&baseline.body, &prediction.body);
+        motion.neighbour = neighbour.min(NEIGHBOUR_CLASSES - 1);
         object_residual(s, config, value, prediction, Some(&motion))
     }
 
@@ -1995,7 +2133,7 @@ mod tests {
             // The bit-packed packet reader leaves the prediction to be made only if the entry needs it
             // (Prediction::FromBaseline); the general reading hands it over made. Both must read the same state and
             // path from the same bits and stop at the same place.
-            use crate::delta::{Prediction, serialize_entry_lazy};
+            use crate::delta::{Prediction, Surroundings, serialize_entry_lazy};
             let config = StateConfig::default();
             let frames = 6;
             let prediction = ObjectState::predict(&config, &base, frames).unwrap();
@@ -2016,7 +2154,7 @@ mod tests {
             let read = |deferred: bool| {
                 let mut r = BitReadStream::new(&bytes);
                 let (mut v, mut p) = (ObjectState::default(), DeltaPath::Absolute);
-                serialize_entry_lazy(&mut r, &config, &mut v, &mut p, Some(&base), false, |_| {
+                serialize_entry_lazy(&mut r, &config, &mut v, &mut p, Some(&base), Surroundings::default(), |_| {
                     Ok(if deferred {
                         Prediction::FromBaseline(frames)
                     } else {

@@ -19,6 +19,7 @@ pub mod delta;
 pub mod encode;
 pub mod error;
 pub mod header;
+mod neighbour;
 pub mod packet;
 pub mod predict;
 pub mod priority;

@@ -11,11 +11,12 @@ use crate::arith::{ArithPricing, ArithReadStream, ArithWriteStream, FieldCosts};
 use crate::baseline::{AckTracker, Baseline, MAX_BASELINE_OFFSET, MAX_OLDER_GAP, ReceiveHistory};
 use crate::bitpack::{BitReadStream, BitWriteStream};
 use crate::delta::{
-    DeltaPath, DeltaState, Prediction, plan, serialize_changed, serialize_entry_lazy,
+    DeltaPath, DeltaState, Prediction, Surroundings, plan, serialize_changed, serialize_entry_lazy,
     serialize_unchanged,
 };
 use crate::error::CodecError;
 use crate::header::{Backend, HEADER_BYTES, PacketHeader, serialize_header};
+use crate::neighbour::Neighbours;
 use crate::quant::bits_for;
 use crate::stream::{Ctx, Stream};
 
@@ -244,17 +245,19 @@ fn offset_bits(offset: Option<u16>, previous_offset: u16) -> u64 {
 }
 
 /// Serializes an entry's baseline fields and its state along `path` (its planned path, or one the range coder
-/// priced cheaper); the id comes before, from [`serialize_id`]. `values` holds the states and predictions the
-/// entries' indices name.
+/// priced cheaper) against `prediction` (the entry's, or its neighbour correction); the id comes before, from
+/// [`serialize_id`]. `values` holds the states the entries' indices name.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 fn serialize_entry_body<S: Stream, T: DeltaState>(
     s: &mut S,
     config: &T::Config,
     values: &[T],
     e: &Entry<'_, T>,
+    against: &Against<T>,
     path: DeltaPath,
     previous_offset: u16,
-    after_change: bool,
+    around: Surroundings,
 ) -> Result<(), CodecError> {
     let mut has = e.offset.is_some();
     s.bool(HAS_BASELINE, &mut has)?;
@@ -269,12 +272,12 @@ fn serialize_entry_body<S: Stream, T: DeltaState>(
     let (mut path, mut older) = (path, e.older);
     let Some(base) = e.baseline else {
         let mut state = *e.state(values);
-        return serialize_entry_lazy(s, config, &mut state, &mut path, None, after_change, |_| {
+        return serialize_entry_lazy(s, config, &mut state, &mut path, None, around, |_| {
             Ok(Prediction::<&T>::None)
         });
     };
     // An unchanged entry is its flag alone: its state is not even read.
-    if serialize_unchanged(s, &mut path, &base.state, after_change)? {
+    if serialize_unchanged(s, &mut path, &base.state, around)? {
         return Ok(());
     }
     let mut state = *e.state(values);
@@ -283,9 +286,27 @@ fn serialize_entry_body<S: Stream, T: DeltaState>(
         if history {
             serialize_older(s, &mut older)?;
         }
-        Ok(e.prediction(values)
-            .map_or(Prediction::None, Prediction::Made))
+        Ok(against.handed())
     })
+}
+
+/// The prediction an entry is coded against on the wire: its own, or moved by a neighbour's miss (see
+/// [`Neighbours::corrected`]), with the class of that miss (0 for none).
+#[derive(Debug, Clone, Copy)]
+struct Against<T> {
+    prediction: Option<T>,
+    neighbour: usize,
+}
+
+impl<T> Against<T> {
+    /// The prediction as [`serialize_changed`] takes it.
+    fn handed(&self) -> Prediction<&T> {
+        match (&self.prediction, self.neighbour) {
+            (None, _) => Prediction::None,
+            (Some(p), 0) => Prediction::Made(p),
+            (Some(p), n) => Prediction::Corrected(p, n),
+        }
+    }
 }
 
 /// A writing stream an entry's path is chosen for: by default the path planned from bit-packed sizes is kept; a
@@ -310,14 +331,15 @@ impl EntrySink for ArithWriteStream {
 /// encode instructions pricing every entry adds (8 bits kept under half of the saving).
 const PRICED_MARGIN_BITS: u64 = 16;
 
-/// The path `e` costs least along under `pricing` (tags and state; the baseline fields cost the same on every
-/// path); `e.path` for an unchanged entry, one without a baseline, or when no path can be written.
+/// The path `e` costs least along under `pricing` against `against` (tags and state; the baseline fields cost the
+/// same on every path); `e.path` for an unchanged entry, one without a baseline, or when no path can be written.
 fn cheapest_path<T: DeltaState>(
     pricing: ArithPricing<'_>,
     config: &T::Config,
     values: &[T],
     e: &Entry<'_, T>,
-    after_change: bool,
+    against: &Against<T>,
+    around: Surroundings,
 ) -> DeltaPath {
     let Some(base) = e.baseline else {
         return e.path;
@@ -326,9 +348,11 @@ fn cheapest_path<T: DeltaState>(
         return e.path;
     }
     let state = *e.state(values);
-    let prediction = e.prediction(values).copied();
+    let prediction = against.prediction;
     // Two residuals far apart in bit-packed size are far apart under the models too: only close calls are priced.
+    // (The planned path is the smaller of the two, unless a neighbour correction moved the prediction.)
     if let Some(p) = prediction.as_ref()
+        && *p != state
         && matches!(e.path, DeltaPath::PredictionError | DeltaPath::Delta)
         && let (Some(a), Some(b)) = (
             T::residual_bits(config, &state, p),
@@ -336,7 +360,11 @@ fn cheapest_path<T: DeltaState>(
         )
         && a.abs_diff(b) > PRICED_MARGIN_BITS
     {
-        return e.path;
+        return if a <= b {
+            DeltaPath::PredictionError
+        } else {
+            DeltaPath::Delta
+        };
     }
     let mut best: Option<(f64, DeltaPath)> = None;
     for path in [
@@ -364,18 +392,36 @@ fn cheapest_path<T: DeltaState>(
             &mut state,
             &mut taken,
             Some(&base.state),
-            after_change,
-            |_| {
-                Ok(prediction
-                    .as_ref()
-                    .map_or(Prediction::None, Prediction::Made))
-            },
+            around,
+            |_| Ok(against.handed()),
         );
         if priced.is_ok() && best.is_none_or(|(b, _)| p.priced_bits() < b) {
             best = Some((p.priced_bits(), path));
         }
     }
     best.map_or(e.path, |(_, path)| path)
+}
+
+/// Whether `e` can be written along `path` against `prediction`: a planned or earlier-priced path may not be once
+/// a neighbour correction moved the prediction (no longer exact, or its residual beyond the largest bucket).
+fn possible<T: DeltaState>(
+    config: &T::Config,
+    values: &[T],
+    e: &Entry<'_, T>,
+    prediction: Option<&T>,
+    path: DeltaPath,
+) -> bool {
+    let state = e.state(values);
+    match path {
+        DeltaPath::Predicted => prediction == Some(state),
+        DeltaPath::PredictionError => {
+            prediction.is_some_and(|p| T::residual_bits(config, state, p).is_some())
+        }
+        DeltaPath::Delta => e
+            .baseline
+            .is_some_and(|b| T::residual_bits(config, state, &b.state).is_some()),
+        DeltaPath::Unchanged | DeltaPath::Absolute => true,
+    }
 }
 
 /// Writes a section's entries, ids ascending: the count, then per entry its id gap, baseline and state, each
@@ -394,20 +440,66 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
     let mut previous = None;
     let mut previous_gap_length = 0;
     let mut previous_offset = 0u16;
-    let mut after_change = false;
+    let mut around = Surroundings::default();
+    // History predictions are corrected by their neighbours' misses where the stream codes under contexts.
+    let correct = S::CONTEXTS && T::uses_history(config);
+    let mut neighbours = Neighbours::new();
     for e in entries {
         let mut id = e.id;
         serialize_id(s, link, &mut id, previous, &mut previous_gap_length)?;
+        // Only a prediction from history is corrected (the reader makes any other from the baseline alone).
+        let raw = e.prediction(values).filter(|_| e.older.is_some());
+        let against = match (raw, e.baseline) {
+            (Some(p), Some(b)) if correct => {
+                let (p, neighbour) = neighbours.corrected(config, &b.state, p);
+                Against {
+                    prediction: Some(p),
+                    neighbour,
+                }
+            }
+            _ => Against {
+                prediction: e.prediction(values).copied(),
+                neighbour: 0,
+            },
+        };
+        let prediction = against.prediction.as_ref();
+        around.near = match e.baseline {
+            Some(b) if correct => neighbours.nearness(&b.state),
+            _ => 0,
+        };
         let mut path = e.path;
         if let Some(paths) = priced.as_deref_mut()
             && let Some(pricing) = s.pricing()
             && let Some(slot) = paths.get_mut(usize::from(e.id))
         {
-            path = *slot
-                .get_or_insert_with(|| cheapest_path(pricing, config, values, e, after_change));
+            // A path priced on an earlier pass, against another neighbour correction, may no longer be possible.
+            path = match *slot {
+                Some(p) if possible(config, values, e, prediction, p) => p,
+                _ => *slot.insert(cheapest_path(pricing, config, values, e, &against, around)),
+            };
+        } else if !possible(config, values, e, prediction, path) {
+            path = [DeltaPath::PredictionError, DeltaPath::Delta]
+                .into_iter()
+                .find(|&p| possible(config, values, e, prediction, p))
+                .unwrap_or(DeltaPath::Absolute);
         }
-        serialize_entry_body(s, config, values, e, path, previous_offset, after_change)?;
-        after_change = path != DeltaPath::Unchanged;
+        serialize_entry_body(
+            s,
+            config,
+            values,
+            e,
+            &against,
+            path,
+            previous_offset,
+            around,
+        )?;
+        if correct
+            && path != DeltaPath::Unchanged
+            && let (Some(p), Some(b)) = (raw, e.baseline)
+        {
+            neighbours.record(&b.state, p, e.state(values));
+        }
+        around.after_change = path != DeltaPath::Unchanged;
         previous = Some(e.id);
         if let Some(o) = e.offset {
             previous_offset = o;
@@ -990,7 +1082,10 @@ fn read_section_entries<S: Stream, T: DeltaState>(
     let mut previous = None;
     let mut previous_gap_length = 0;
     let mut previous_offset = 0u16;
-    let mut after_change = false;
+    let mut around = Surroundings::default();
+    // As the writer: history predictions are corrected where the stream codes under contexts.
+    let correct = S::CONTEXTS && T::uses_history(config);
+    let mut neighbours = Neighbours::new();
     for _ in 0..count {
         let mut id = 0u16;
         serialize_id(s, link, &mut id, previous, &mut previous_gap_length)?;
@@ -1024,13 +1119,19 @@ fn read_section_entries<S: Stream, T: DeltaState>(
         out.push((id, T::default()));
         let state = &mut out[at].1;
         let mut path = DeltaPath::Absolute;
+        // The uncorrected prediction from history, recorded for the entries after this one.
+        let mut raw: Option<T> = None;
+        around.near = match baseline {
+            Some((b, _, _)) if correct => neighbours.nearness(b),
+            _ => 0,
+        };
         serialize_entry_lazy(
             s,
             config,
             state,
             &mut path,
             baseline.map(|(b, _, _)| b),
-            after_change,
+            around,
             |s| {
                 let Some((b, b_frame, named)) = baseline else {
                     return Ok(Prediction::None);
@@ -1048,8 +1149,15 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                                 sequence,
                             })?;
                         let span = b_frame.wrapping_sub(o.frame);
-                        return Ok(T::predict_from_history(config, b, frames, &o.state, span)
-                            .map_or(Prediction::None, Prediction::Made));
+                        raw = T::predict_from_history(config, b, frames, &o.state, span);
+                        return Ok(match &raw {
+                            Some(p) if correct => match neighbours.corrected(config, b, p) {
+                                (p, 0) => Prediction::Made(p),
+                                (p, n) => Prediction::Corrected(p, n),
+                            },
+                            Some(p) => Prediction::Made(*p),
+                            None => Prediction::None,
+                        });
                     }
                 }
                 // Made only if the entry needs it: a residual against the baseline does not.
@@ -1060,7 +1168,13 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                 })
             },
         )?;
-        after_change = path != DeltaPath::Unchanged;
+        if correct
+            && path != DeltaPath::Unchanged
+            && let (Some(p), Some((b, _, _))) = (&raw, baseline)
+        {
+            neighbours.record(b, p, state);
+        }
+        around.after_change = path != DeltaPath::Unchanged;
     }
     Ok((frame, out))
 }
@@ -1666,6 +1780,95 @@ mod tests {
             assert_eq!(decoded.entries.len(), order.len());
             assert!(decoded.entries.iter().all(|&(id, s)| s == at(id, frame)));
         }
+    }
+
+    #[test]
+    fn a_pile_shoved_together_round_trips_with_neighbour_corrections() {
+        // A 10 x 10 pile of cubes 200 steps apart, shoved as one (the shove changes every few frames, so the
+        // extrapolation misses every cube by about the same amount: the neighbour correction's case), each with a
+        // jitter of its own; a row rests against the quantizer's upper bound and one at its lower bound (the
+        // corrected prediction is clamped there), and a few are pinned in place. Every entry must decode to exactly
+        // what was sent, and the corrections must pay: the pile costs less than the same cubes shoved apart.
+        let (link, config) = pose_only_arith();
+        let max = config.quant.position.axes.map(|a| a.max_index);
+        let min = config.quant.position.axes.map(|a| a.min_index);
+        let shove = |t: i32| {
+            [
+                (t / 3 % 4) * 9 - 12,
+                (t / 5 % 3) * 4 - 4,
+                7 - (t / 4 % 5) * 3,
+            ]
+        };
+        let at = |id: u16, frame: u16, apart: bool| {
+            let (i, t) = (i32::from(id), i32::from(frame));
+            let push = if apart { shove(t + i * 7) } else { shove(t) };
+            let jitter = [
+                (i * 7 + t) % 3 - 1,
+                (i * 5 + t * 3) % 3 - 1,
+                (i + t * 2) % 3 - 1,
+            ];
+            let mut position =
+                [0usize, 1, 2].map(|k| (i % 10 + 10 * k as i32) * 200 + push[k] * t + jitter[k]);
+            match i {
+                0..=9 => position[0] = max[0],
+                10..=19 => position[2] = min[2],
+                20..=22 => position = [i * 200, 500, -4000],
+                _ => {}
+            }
+            ObjectState {
+                body: BodyState {
+                    position: config.quant.position.clamp(position),
+                    rotation: QuantizedRotation {
+                        largest: 3,
+                        components: [0, (i % 3) * 10, 0],
+                    },
+                    ..BodyState::default()
+                },
+                ..ObjectState::default()
+            }
+        };
+        let order: Vec<u16> = (0..100).collect();
+        let run = |apart: bool| {
+            let mut tracker = AckTracker::new(link.max_objects);
+            let mut history = ReceiveHistory::new(link.max_objects);
+            let mut bytes = 0;
+            for frame in 0..=40u16 {
+                let header = PacketHeader {
+                    packet_type: 3,
+                    sequence: frame,
+                    ..PacketHeader::default()
+                };
+                let packet = encode_packet(
+                    &link,
+                    &config,
+                    header,
+                    frame,
+                    &order,
+                    |id| Some(at(id, frame, apart)),
+                    &mut tracker,
+                )
+                .unwrap();
+                if frame >= 3 {
+                    tracker.process_acks(frame - 3, 0);
+                }
+                let decoded =
+                    decode_packet::<ObjectState>(&link, &config, &packet.bytes, &mut history)
+                        .unwrap();
+                assert_eq!(decoded.entries.len(), order.len());
+                assert!(
+                    decoded
+                        .entries
+                        .iter()
+                        .all(|&(id, s)| s == at(id, frame, apart))
+                );
+                if frame >= 20 {
+                    bytes += packet.bytes.len();
+                }
+            }
+            bytes
+        };
+        let (together, apart) = (run(false), run(true));
+        assert!(together < apart, "{together} bytes together, {apart} apart");
     }
 
     #[test]

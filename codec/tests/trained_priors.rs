@@ -4,7 +4,7 @@
 //! 12 frames back, once from the trained priors and once from even odds.
 
 use physync_codec::arith::{ArithReadStream, ArithWriteStream};
-use physync_codec::delta::{DeltaPath, Prediction, plan, serialize_entry_lazy};
+use physync_codec::delta::{DeltaPath, Prediction, Surroundings, plan, serialize_entry_lazy};
 use physync_codec::stream::Stream;
 use physync_codec::{
     BodyState, DeltaState, ObjectState, Predictor, QuantConfig, QuantizedRotation, StateConfig,
@@ -57,7 +57,7 @@ fn serialize_all<S: Stream>(
     predictions: &[Option<ObjectState>],
     config: &StateConfig,
 ) {
-    let mut after_change = false;
+    let mut around = Surroundings::default();
     for ((_, base, now), p) in cubes.iter().zip(predictions) {
         let (mut v, mut path) = if S::READING {
             (ObjectState::default(), DeltaPath::Absolute)
@@ -67,17 +67,11 @@ fn serialize_all<S: Stream>(
                 plan(config, now, Some(base), p.as_ref()).unwrap().path,
             )
         };
-        serialize_entry_lazy(
-            s,
-            config,
-            &mut v,
-            &mut path,
-            Some(base),
-            after_change,
-            |_| Ok(p.as_ref().map_or(Prediction::None, Prediction::Made)),
-        )
+        serialize_entry_lazy(s, config, &mut v, &mut path, Some(base), around, |_| {
+            Ok(p.as_ref().map_or(Prediction::None, Prediction::Made))
+        })
         .unwrap();
-        after_change = path != DeltaPath::Unchanged;
+        around.after_change = path != DeltaPath::Unchanged;
         assert_eq!(v, *now);
     }
 }
@@ -207,7 +201,8 @@ fn motion_contexts_save_bits_on_the_recorded_frame() {
         for (base, p, now) in &cubes {
             let mut v = *now;
             if with_motion {
-                ObjectState::serialize_prediction_error(&mut w, &config, &mut v, p, base).unwrap();
+                ObjectState::serialize_prediction_error(&mut w, &config, &mut v, p, base, 0)
+                    .unwrap();
             } else {
                 ObjectState::serialize_residual(&mut w, &config, &mut v, p).unwrap();
             }
@@ -217,7 +212,8 @@ fn motion_contexts_save_bits_on_the_recorded_frame() {
         for (base, p, now) in &cubes {
             let mut v = ObjectState::default();
             if with_motion {
-                ObjectState::serialize_prediction_error(&mut r, &config, &mut v, p, base).unwrap();
+                ObjectState::serialize_prediction_error(&mut r, &config, &mut v, p, base, 0)
+                    .unwrap();
             } else {
                 ObjectState::serialize_residual(&mut r, &config, &mut v, p).unwrap();
             }

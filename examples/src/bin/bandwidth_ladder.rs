@@ -956,7 +956,7 @@ fn priors_source(uses: &FieldCosts, args: &Args) -> String {
     }
     out += "\n";
     out += "/// `(model index, probability of 0 out of 4096)` for every trained model; the rest start at even odds.\n";
-    out += "#[rustfmt::skip]\npub(crate) const TRAINED: &[(u16, u16)] = &[\n";
+    out += "#[rustfmt::skip]\npub(crate) const TRAINED: &[(u32, u16)] = &[\n";
     for chunk in uses.trained_priors(PRIOR_MIN_USES).chunks(8) {
         let row: Vec<String> = chunk.iter().map(|(i, p)| format!("({i}, {p})")).collect();
         out += &format!("    {},\n", row.join(", "));
