@@ -38,65 +38,90 @@ struct Observed {
     flew: bool,
 }
 
-fn watch(world: &World, meter: &mut FeelMeter, released: &mut bool, regrabbed: &mut bool) {
-    meter.observe(world);
-    match world.holder(CUBE) {
-        None if world.render_pose(CUBE).translation.y > 1.0 => *released = true,
-        Some(_) if *released => *regrabbed = true,
-        _ => {}
+impl Observed {
+    fn of(guest: &Watched, host: &Watched) -> Self {
+        Observed {
+            guest: guest.meter.figures(),
+            host: host.meter.figures(),
+            regrabbed: guest.regrabbed || host.regrabbed,
+            flew: guest.released && host.released,
+        }
     }
 }
 
-fn throw_seen_by_others(link: LinkConfig, seed: u64) -> Observed {
+/// One observer's meter, and whether it showed the cube free and then back in a hand.
+#[derive(Default)]
+struct Watched {
+    meter: FeelMeter,
+    released: bool,
+    regrabbed: bool,
+}
+
+impl Watched {
+    fn watch(&mut self, world: &World) {
+        self.meter.observe(world);
+        match world.holder(CUBE) {
+            None if world.render_pose(CUBE).translation.y > 1.0 => self.released = true,
+            Some(_) if self.released => self.regrabbed = true,
+            _ => {}
+        }
+    }
+}
+
+/// Guest A's part: grabs the cube at [`GRAB_AT`], lifts it by [`hand`] and throws it with `velocity` at
+/// [`THROW_AT`]. Returns whether it threw on this step.
+fn carry_and_throw(
+    s: &mut impl PlayerControls,
+    start: &Isometry3<f32>,
+    t: f64,
+    velocity: Vector3<f32>,
+) -> bool {
+    if t < THROW_AT || s.world().grip(s.player(), Hand::Right).is_some() {
+        s.set_hand_pose(Hand::Right, hand(start, t));
+    }
+    if t >= GRAB_AT && s.world().holder(CUBE).is_none() && t < THROW_AT {
+        s.grab(Hand::Right, CUBE).unwrap();
+    }
+    let throws = t >= THROW_AT && s.world().grip(s.player(), Hand::Right).is_some();
+    if throws {
+        s.throw(Hand::Right, velocity, Vector3::zeros());
+    }
+    throws
+}
+
+/// A host and guests A and B on the `table` scene, run idle until just before the grab.
+fn three_players(link: LinkConfig, seed: u64) -> SessionSim<PeerHost, PeerGuest> {
     let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).unwrap();
-    let mut sim: SessionSim<PeerHost, PeerGuest> = SessionSim::new(host, link, seed).unwrap();
+    let mut sim = SessionSim::new(host, link, seed).unwrap();
     for nonce in [1, 2] {
         sim.add_guest(PeerGuest::new(GuestConfig::new(host_addr(), nonce)))
             .unwrap();
     }
     sim.run_idle_until(secs(GRAB_AT - 0.2)).unwrap();
+    sim
+}
+
+fn throw_seen_by_others(link: LinkConfig, seed: u64) -> Observed {
+    let mut sim = three_players(link, seed);
     let start = sim.guest(0).unwrap().world().unwrap().physics_pose(CUBE);
-    let (mut guest_meter, mut host_meter) = (FeelMeter::new(), FeelMeter::new());
-    let (mut guest_released, mut host_released) = (false, false);
-    let (mut guest_regrabbed, mut host_regrabbed) = (false, false);
+    let (mut guest_b, mut host) = (Watched::default(), Watched::default());
     sim.run_until(
         secs(END),
-        |_, host| {
-            let w = host.world();
-            watch(w, &mut host_meter, &mut host_released, &mut host_regrabbed);
-        },
+        |_, h| host.watch(h.world()),
         |i, now, guest| {
             let t = now.as_secs_f64();
             if i == 1 {
                 if let Some(w) = guest.world() {
-                    watch(
-                        w,
-                        &mut guest_meter,
-                        &mut guest_released,
-                        &mut guest_regrabbed,
-                    );
+                    guest_b.watch(w);
                 }
                 return;
             }
             let Some(s) = guest.session_mut() else { return };
-            if t < THROW_AT || s.world().grip(s.player(), Hand::Right).is_some() {
-                s.set_hand_pose(Hand::Right, hand(&start, t));
-            }
-            if t >= GRAB_AT && s.world().holder(CUBE).is_none() && t < THROW_AT {
-                s.grab(Hand::Right, CUBE).unwrap();
-            }
-            if t >= THROW_AT && s.world().grip(s.player(), Hand::Right).is_some() {
-                s.throw(Hand::Right, Vector3::new(0.0, 6.0, 0.0), Vector3::zeros());
-            }
+            carry_and_throw(s, &start, t, Vector3::new(0.0, 6.0, 0.0));
         },
     )
     .unwrap();
-    Observed {
-        guest: guest_meter.figures(),
-        host: host_meter.figures(),
-        regrabbed: guest_regrabbed || host_regrabbed,
-        flew: guest_released && host_released,
-    }
+    Observed::of(&guest_b, &host)
 }
 
 fn assert_smooth(what: &str, o: &Observed) {
@@ -150,36 +175,20 @@ const LOB: Vector3<f32> = Vector3::new(3.0, -0.94, 0.0);
 /// third player's object where the others do not. Returns the meters of guest B and of the host, the largest
 /// speed A's cube lost in one step of its flight, and the largest step back A's own cube made (m).
 fn throw_stopped_on_the_throwers_side(link: LinkConfig, seed: u64) -> (Observed, f32, f32) {
-    let host = PeerHost::new(HostConfig::new(SceneKind::Table.spec())).unwrap();
-    let mut sim: SessionSim<PeerHost, PeerGuest> = SessionSim::new(host, link, seed).unwrap();
-    for nonce in [1, 2] {
-        sim.add_guest(PeerGuest::new(GuestConfig::new(host_addr(), nonce)))
-            .unwrap();
-    }
-    sim.run_idle_until(secs(GRAB_AT - 0.2)).unwrap();
+    let mut sim = three_players(link, seed);
     let world = sim.guest(0).unwrap().world().unwrap();
     let (start, obstacle) = (world.physics_pose(CUBE), world.physics_pose(OBSTACLE));
-    let (mut guest_meter, mut host_meter) = (FeelMeter::new(), FeelMeter::new());
-    let (mut guest_released, mut host_released) = (false, false);
-    let (mut guest_regrabbed, mut host_regrabbed) = (false, false);
+    let (mut guest_b, mut host) = (Watched::default(), Watched::default());
     let (mut thrown, mut last_speed, mut stopped_by) = (false, 0.0_f32, 0.0_f32);
     let mut own = OwnSteps::default();
     sim.run_until(
         secs(END),
-        |_, host| {
-            let w = host.world();
-            watch(w, &mut host_meter, &mut host_released, &mut host_regrabbed);
-        },
+        |_, h| host.watch(h.world()),
         |i, now, guest| {
             let t = now.as_secs_f64();
             if i == 1 {
                 if let Some(w) = guest.world() {
-                    watch(
-                        w,
-                        &mut guest_meter,
-                        &mut guest_released,
-                        &mut guest_regrabbed,
-                    );
+                    guest_b.watch(w);
                 }
                 let Some(s) = guest.session_mut() else { return };
                 if t >= GRAB_AT && s.world().holder(OBSTACLE).is_none() {
@@ -201,26 +210,15 @@ fn throw_stopped_on_the_throwers_side(link: LinkConfig, seed: u64) -> (Observed,
                 own.observe(s.world().physics_pose(CUBE).translation.vector);
             }
             last_speed = speed;
-            if t < THROW_AT || s.world().grip(s.player(), Hand::Right).is_some() {
-                s.set_hand_pose(Hand::Right, hand(&start, t));
-            }
-            if t >= GRAB_AT && s.world().holder(CUBE).is_none() && t < THROW_AT {
-                s.grab(Hand::Right, CUBE).unwrap();
-            }
-            if t >= THROW_AT && s.world().grip(s.player(), Hand::Right).is_some() {
-                s.throw(Hand::Right, LOB, Vector3::zeros());
-                thrown = true;
-            }
+            thrown |= carry_and_throw(s, &start, t, LOB);
         },
     )
     .unwrap();
-    let observed = Observed {
-        guest: guest_meter.figures(),
-        host: host_meter.figures(),
-        regrabbed: guest_regrabbed || host_regrabbed,
-        flew: true,
-    };
-    (observed, stopped_by, own.max_backstep_m)
+    (
+        Observed::of(&guest_b, &host),
+        stopped_by,
+        own.max_backstep_m,
+    )
 }
 
 /// The thrower's own cube, step by step: how far it ever stepped against its own direction of motion (a
