@@ -383,6 +383,17 @@ pub enum Prediction<P> {
     FromBaseline(u16),
 }
 
+impl<P> Prediction<P> {
+    /// `prediction` after a neighbour correction of class `neighbour` (see `neighbour.rs`): class 0 moved
+    /// nothing, so it is [`Prediction::Made`].
+    pub fn corrected(prediction: P, neighbour: usize) -> Self {
+        match neighbour {
+            0 => Prediction::Made(prediction),
+            n => Prediction::Corrected(prediction, n),
+        }
+    }
+}
+
 /// Serializes one entry along `path` (written when writing, filled in when reading). `baseline` is the state the
 /// entry is coded against, if any, and `prediction` must be `T::predict` from it (the same on both ends).
 #[inline]

@@ -8,8 +8,6 @@
 //! so the correction costs nothing on the wire. It is applied only by streams that code under contexts (the range
 //! coder): bit-packed sections are sized from the uncorrected prediction before they are written.
 
-use std::cell::RefCell;
-
 use crate::delta::DeltaState;
 
 /// How far (in position steps, largest axis) an earlier entry's prediction may lie from this one's to lend its
@@ -33,13 +31,6 @@ const SEARCHED: usize = 128;
 /// 0, 1-3, 4-15 and 16 or more steps on its largest axis.
 pub(crate) const NEIGHBOUR_CLASSES: usize = 5;
 
-/// Buffers kept for reuse per thread, so that a datagram does not allocate.
-const POOLED: usize = 4;
-
-thread_local! {
-    static POOL: RefCell<Vec<Vec<Seen>>> = const { RefCell::new(Vec::new()) };
-}
-
 /// An entry coded earlier in the section: where its prediction put it, how far the prediction stepped from its
 /// baseline, and by how much the prediction missed the state sent.
 #[derive(Debug, Clone, Copy)]
@@ -56,11 +47,9 @@ pub(crate) struct Neighbours {
 }
 
 impl Neighbours {
-    /// An empty record, on a buffer reused from an earlier section when there is one.
+    /// An empty record.
     pub(crate) fn new() -> Self {
-        let mut seen = POOL.with(|p| p.borrow_mut().pop()).unwrap_or_default();
-        seen.clear();
-        Self { seen }
+        Self { seen: Vec::new() }
     }
 
     /// The entries searched: the latest [`SEARCHED`].
@@ -124,19 +113,6 @@ impl Neighbours {
             at,
             step,
             miss: difference(&to, &at),
-        });
-    }
-}
-
-impl Drop for Neighbours {
-    fn drop(&mut self) {
-        let seen = std::mem::take(&mut self.seen);
-        // During thread teardown the pool may be gone; the buffer is then simply freed.
-        let _ = POOL.try_with(|p| {
-            let mut p = p.borrow_mut();
-            if p.len() < POOLED {
-                p.push(seen);
-            }
         });
     }
 }

@@ -301,11 +301,9 @@ struct Against<T> {
 impl<T> Against<T> {
     /// The prediction as [`serialize_changed`] takes it.
     fn handed(&self) -> Prediction<&T> {
-        match (&self.prediction, self.neighbour) {
-            (None, _) => Prediction::None,
-            (Some(p), 0) => Prediction::Made(p),
-            (Some(p), n) => Prediction::Corrected(p, n),
-        }
+        self.prediction.as_ref().map_or(Prediction::None, |p| {
+            Prediction::corrected(p, self.neighbour)
+        })
     }
 }
 
@@ -477,7 +475,8 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
                 Some(p) if possible(config, values, e, prediction, p) => p,
                 _ => *slot.insert(cheapest_path(pricing, config, values, e, &against, around)),
             };
-        } else if !possible(config, values, e, prediction, path) {
+        } else if against.neighbour != 0 && !possible(config, values, e, prediction, path) {
+            // The planned path fits the uncorrected prediction: only a correction can rule it out.
             path = [DeltaPath::PredictionError, DeltaPath::Delta]
                 .into_iter()
                 .find(|&p| possible(config, values, e, prediction, p))
@@ -1151,10 +1150,10 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                         let span = b_frame.wrapping_sub(o.frame);
                         raw = T::predict_from_history(config, b, frames, &o.state, span);
                         return Ok(match &raw {
-                            Some(p) if correct => match neighbours.corrected(config, b, p) {
-                                (p, 0) => Prediction::Made(p),
-                                (p, n) => Prediction::Corrected(p, n),
-                            },
+                            Some(p) if correct => {
+                                let (p, neighbour) = neighbours.corrected(config, b, p);
+                                Prediction::corrected(p, neighbour)
+                            }
                             Some(p) => Prediction::Made(*p),
                             None => Prediction::None,
                         });
@@ -1659,6 +1658,53 @@ mod tests {
         (link, config)
     }
 
+    /// Sends `at(id, frame)` for every id of `order` over a pose-only range-coded link, frames 0 to `last`, each
+    /// acked `ack_delay` frames later; every datagram must decode to exactly what was sent. Returns the bytes of
+    /// the datagrams from frame `counted_from` on.
+    fn pose_only_round_trip(
+        order: &[u16],
+        last: u16,
+        ack_delay: u16,
+        counted_from: u16,
+        at: impl Fn(u16, u16) -> ObjectState,
+    ) -> usize {
+        let (link, config) = pose_only_arith();
+        let mut tracker = AckTracker::new(link.max_objects);
+        let mut history = ReceiveHistory::new(link.max_objects);
+        let mut bytes = 0;
+        for frame in 0..=last {
+            let header = PacketHeader {
+                packet_type: 3,
+                sequence: frame,
+                ..PacketHeader::default()
+            };
+            let packet = encode_packet(
+                &link,
+                &config,
+                header,
+                frame,
+                order,
+                |id| Some(at(id, frame)),
+                &mut tracker,
+            )
+            .unwrap();
+            if frame >= ack_delay {
+                tracker.process_acks(frame - ack_delay, 0);
+            }
+            let decoded =
+                decode_packet::<ObjectState>(&link, &config, &packet.bytes, &mut history).unwrap();
+            assert_eq!(decoded.entries.len(), order.len(), "frame {frame}");
+            assert!(
+                decoded.entries.iter().all(|&(id, s)| s == at(id, frame)),
+                "frame {frame}"
+            );
+            if frame >= counted_from {
+                bytes += packet.bytes.len();
+            }
+        }
+        bytes
+    }
+
     #[test]
     fn pose_only_entries_extrapolate_from_an_older_acked_state() {
         // 200 objects sliding at steady, different speeds; a pose-only link sends them every frame. One sender has
@@ -1732,7 +1778,6 @@ mod tests {
         // (±255, where a quaternion component is 1/√2): both ends predict a held component unchanged from the two
         // acked states, so every entry decodes to exactly what was sent, along prediction errors and perfect
         // predictions alike.
-        let (link, config) = pose_only_arith();
         let held = [0, 255, -255, 181, -1];
         let at = |id: u16, frame: u16| {
             let (i, t) = (i32::from(id), i32::from(frame));
@@ -1756,30 +1801,7 @@ mod tests {
             }
         };
         let order: Vec<u16> = (0..64).collect();
-        let mut tracker = AckTracker::new(link.max_objects);
-        let mut history = ReceiveHistory::new(link.max_objects);
-        for frame in 0..=24u16 {
-            let header = PacketHeader {
-                packet_type: 3,
-                sequence: frame,
-                ..PacketHeader::default()
-            };
-            let packet = encode_packet(
-                &link,
-                &config,
-                header,
-                frame,
-                &order,
-                |id| Some(at(id, frame)),
-                &mut tracker,
-            )
-            .unwrap();
-            tracker.process_acks(frame, 0);
-            let decoded =
-                decode_packet::<ObjectState>(&link, &config, &packet.bytes, &mut history).unwrap();
-            assert_eq!(decoded.entries.len(), order.len());
-            assert!(decoded.entries.iter().all(|&(id, s)| s == at(id, frame)));
-        }
+        pose_only_round_trip(&order, 24, 0, 0, at);
     }
 
     #[test]
@@ -1789,7 +1811,7 @@ mod tests {
         // jitter of its own; a row rests against the quantizer's upper bound and one at its lower bound (the
         // corrected prediction is clamped there), and a few are pinned in place. Every entry must decode to exactly
         // what was sent, and the corrections must pay: the pile costs less than the same cubes shoved apart.
-        let (link, config) = pose_only_arith();
+        let (_, config) = pose_only_arith();
         let max = config.quant.position.axes.map(|a| a.max_index);
         let min = config.quant.position.axes.map(|a| a.min_index);
         let shove = |t: i32| {
@@ -1828,45 +1850,8 @@ mod tests {
             }
         };
         let order: Vec<u16> = (0..100).collect();
-        let run = |apart: bool| {
-            let mut tracker = AckTracker::new(link.max_objects);
-            let mut history = ReceiveHistory::new(link.max_objects);
-            let mut bytes = 0;
-            for frame in 0..=40u16 {
-                let header = PacketHeader {
-                    packet_type: 3,
-                    sequence: frame,
-                    ..PacketHeader::default()
-                };
-                let packet = encode_packet(
-                    &link,
-                    &config,
-                    header,
-                    frame,
-                    &order,
-                    |id| Some(at(id, frame, apart)),
-                    &mut tracker,
-                )
-                .unwrap();
-                if frame >= 3 {
-                    tracker.process_acks(frame - 3, 0);
-                }
-                let decoded =
-                    decode_packet::<ObjectState>(&link, &config, &packet.bytes, &mut history)
-                        .unwrap();
-                assert_eq!(decoded.entries.len(), order.len());
-                assert!(
-                    decoded
-                        .entries
-                        .iter()
-                        .all(|&(id, s)| s == at(id, frame, apart))
-                );
-                if frame >= 20 {
-                    bytes += packet.bytes.len();
-                }
-            }
-            bytes
-        };
+        let run =
+            |apart: bool| pose_only_round_trip(&order, 40, 3, 20, |id, frame| at(id, frame, apart));
         let (together, apart) = (run(false), run(true));
         assert!(together < apart, "{together} bytes together, {apart} apart");
     }

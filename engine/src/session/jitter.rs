@@ -257,18 +257,23 @@ impl FrameJitterBuffer {
         out.extend(self.objects.drain(..due).map(|(_, id, state)| (id, state)));
     }
 
-    /// Copies into `out` the object updates a step at `next` will play, if nothing else arrives first, the
-    /// first per object. A receiver that has just played a frame uses them to step its copies the way their
-    /// senders did ([`crate::world::World::lead_into`]).
+    /// Puts into `out` (cleared first) the object updates a step at `next` will play, if nothing else arrives
+    /// first: the first per object, by id. A receiver that has just played a frame uses them to step its copies
+    /// the way their senders did ([`crate::world::World::lead_into`]).
     pub fn upcoming_objects(&self, next: Duration, out: &mut Vec<(u16, ObjectState)>) {
+        out.clear();
         let Some(play) = self.play_time_at(next) else {
             return;
         };
-        for &(_, id, state) in self.objects.iter().take_while(|&&(t, _, _)| t <= play) {
-            if out.iter().all(|&(seen, _)| seen != id) {
-                out.push((id, state));
-            }
-        }
+        out.extend(
+            self.objects
+                .iter()
+                .take_while(|&&(t, _, _)| t <= play)
+                .map(|&(_, id, state)| (id, state)),
+        );
+        // A stable sort keeps each object's updates in play order, so the first of each is the one kept.
+        out.sort_by_key(|&(id, _)| id);
+        out.dedup_by_key(|&mut (id, _)| id);
     }
 
     /// Object updates waiting for their play time.
@@ -442,7 +447,6 @@ mod tests {
                 assert_eq!(due, upcoming, "step {step}");
                 matched += usize::from(!due.is_empty());
             }
-            upcoming.clear();
             buffer.upcoming_objects(now + frame, &mut upcoming);
         }
         assert!(matched > 250, "{matched} steps played what was named");

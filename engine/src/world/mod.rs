@@ -773,19 +773,26 @@ impl World {
         }
     }
 
-    /// Steps a remote object the way its sender stepped it: given the state the sender reached one step after
-    /// the one just written (already in the jitter buffer), the body takes that state's velocities, less the
-    /// gravity this step adds, so the step moves it as the sender's step did, off a contact this world does not
-    /// have too. Without it the body flies on from the state written and the next state turns it back. A held
-    /// or resting object is left alone.
-    pub fn lead_into(&mut self, id: ObjectId, next: &BodyState) {
+    /// Steps a remote object the way its sender stepped it: given the update the sender made one step after the
+    /// one just written (already in the jitter buffer), the body takes its velocities, less the gravity this step
+    /// adds, so the step moves it as the sender's step did, off a contact this world does not have too. Without it
+    /// the body flies on from the state written and the next state turns it back. Only an update from the
+    /// object's authority here, another player, leads it; a held or resting object, or an unknown id, is left
+    /// alone.
+    pub fn lead_into(&mut self, id: ObjectId, next: &ObjectState) {
+        let local = self.config.local_player;
         let Some(object) = self.objects.get(usize::from(id)) else {
             return;
         };
-        if object.holder.is_some() || object.at_rest {
+        let authority = object.authority.view.authority;
+        if object.holder.is_some()
+            || object.at_rest
+            || authority == local
+            || next.authority != authority
+        {
             return;
         }
-        let (_, linvel, angvel) = rapier_state(&self.config.quant, next);
+        let (_, linvel, angvel) = rapier_state(&self.config.quant, &next.body);
         let gravity_step = self.physics.gravity * self.dt();
         let body = &mut self.physics.bodies[object.body];
         body.set_linvel(linvel - gravity_step, true);

@@ -224,15 +224,9 @@ impl GuestSession {
                 Ok(Verdict::Reject) | Err(_) => self.counters.rejected += 1,
             }
         }
-        self.due.clear();
         self.jitter.upcoming_objects(now + self.step, &mut self.due);
         for (id, next) in &self.due {
-            if usize::from(*id) < self.world.object_count() {
-                let authority = self.world.authority(*id).view.authority;
-                if authority != me && next.authority == authority {
-                    self.world.lead_into(*id, &next.body);
-                }
-            }
+            self.world.lead_into(*id, next);
         }
     }
 

@@ -541,7 +541,7 @@ impl PeerHost {
     /// object updates sent beside it, each checked and judged per the rules (guest to host); then the guest's
     /// updates the next step will play lead the objects it has authority over into this step.
     fn play_guest_frames(&mut self, now: Duration) {
-        let next = Duration::from_secs(1) / self.config.world.step_hz;
+        let step = Duration::from_secs(1) / self.config.world.step_hz;
         let addrs: Vec<SocketAddr> = self.guests.keys().copied().collect();
         for from in addrs {
             let Some(guest) = self.guests.get_mut(&from) else {
@@ -571,15 +571,10 @@ impl PeerHost {
             }
             due.clear();
             if let Some(guest) = self.guests.get(&from) {
-                guest.frames.upcoming_objects(now + next, &mut due);
+                guest.frames.upcoming_objects(now + step, &mut due);
             }
-            for (id, next) in &due {
-                if usize::from(*id) < self.world.object_count()
-                    && self.world.authority(*id).view.authority == sender
-                    && next.authority == sender
-                {
-                    self.world.lead_into(*id, &next.body);
-                }
+            for (id, next) in due.iter().filter(|(_, next)| next.authority == sender) {
+                self.world.lead_into(*id, next);
             }
             self.due = due;
         }
