@@ -27,6 +27,23 @@ const DELAY_MEMORY: Duration = Duration::from_secs(3);
 /// the updates it then plays, and every object it extrapolated from them would step back.
 const MAX_SLOWDOWN: f64 = 0.1;
 
+/// How many steps ahead [`FrameJitterBuffer::upcoming_objects`] looks for an object's next update: the play-out
+/// delay (100 ms, 6 steps at 60 Hz) and then some, so an update lost or left out of a packet is bridged by the
+/// next one queued.
+pub const MAX_LEAD_STEPS: u32 = 8;
+
+/// An object update queued in a [`FrameJitterBuffer`] and the number of steps until it plays
+/// ([`FrameJitterBuffer::upcoming_objects`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Upcoming {
+    /// The object.
+    pub id: u16,
+    /// Its state once the update has played.
+    pub state: ObjectState,
+    /// Steps from the coming one (1) to the one that plays it.
+    pub steps: u32,
+}
+
 /// Samples kept per player (a little over a second at 60 Hz).
 const SAMPLES_PER_PLAYER: usize = 80;
 
@@ -257,23 +274,54 @@ impl FrameJitterBuffer {
         out.extend(self.objects.drain(..due).map(|(_, id, state)| (id, state)));
     }
 
-    /// Puts into `out` (cleared first) the object updates a step at `next` will play, if nothing else arrives
-    /// first: the first per object, by id. A receiver that has just played a frame uses them to step its copies
+    /// Puts into `out` (cleared first), for each object with an update queued within [`MAX_LEAD_STEPS`] steps
+    /// of `step` from `next` (the time of the coming step), the state it will hold once the first of those steps
+    /// that plays any of its updates has played (the last update that step plays) and how many steps away that
+    /// is, if nothing else arrives first. A receiver that has just played a frame uses them to move its copies
     /// the way their senders did ([`crate::world::World::lead_into`]).
-    pub fn upcoming_objects(&self, next: Duration, out: &mut Vec<(u16, ObjectState)>) {
+    pub fn upcoming_objects(&self, next: Duration, step: Duration, out: &mut Vec<Upcoming>) {
         out.clear();
-        let Some(play) = self.play_time_at(next) else {
+        let mut steps = 1;
+        let Some(mut play) = self.play_time_at(next) else {
             return;
         };
-        out.extend(
-            self.objects
-                .iter()
-                .take_while(|&&(t, _, _)| t <= play)
-                .map(|&(_, id, state)| (id, state)),
-        );
-        // A stable sort keeps each object's updates in play order, so the first of each is the one kept.
-        out.sort_by_key(|&(id, _)| id);
-        out.dedup_by_key(|&mut (id, _)| id);
+        for &(t, id, state) in &self.objects {
+            while t > play {
+                if steps == MAX_LEAD_STEPS {
+                    break;
+                }
+                steps += 1;
+                let Some(later) = self.play_time_at(next + step * (steps - 1)) else {
+                    return;
+                };
+                play = later;
+            }
+            if t > play {
+                break;
+            }
+            out.push(Upcoming { id, state, steps });
+        }
+        // A stable sort by id keeps each object's updates in play order: the first names the object's first
+        // step, and the last update of that step is the one kept.
+        out.sort_by_key(|u| u.id);
+        let (mut kept, mut i) = (0, 0);
+        while i < out.len() {
+            let first = out[i];
+            let mut last = i;
+            while out
+                .get(last + 1)
+                .is_some_and(|u| u.id == first.id && u.steps == first.steps)
+            {
+                last += 1;
+            }
+            out[kept] = out[last];
+            kept += 1;
+            i = last + 1;
+            while out.get(i).is_some_and(|u| u.id == first.id) {
+                i += 1;
+            }
+        }
+        out.truncate(kept);
     }
 
     /// Object updates waiting for their play time.
@@ -332,6 +380,8 @@ fn interpolate(quant: &QuantConfig, a: &AvatarState, b: &AvatarState, f: f32) ->
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use physync_codec::QuantizedPose;
 
     use super::*;
@@ -419,11 +469,13 @@ mod tests {
         }
     }
 
-    /// What a receiver leads its remote objects with ([`FrameJitterBuffer::upcoming_objects`]) is what the next
-    /// step plays: datagrams sent every frame, each naming two objects, arrive 107 ms later; after every step,
-    /// the updates named for the next step are exactly the ones that step pops, the first per object.
+    /// What a receiver leads its remote objects with ([`FrameJitterBuffer::upcoming_objects`]) is what the
+    /// coming steps play: datagrams sent every frame but every seventh (lost), each naming object 3 and, every
+    /// fourth frame, object 5, arrive 107 ms later. After every step, each object named is played exactly the
+    /// number of steps later that was named, and the state named is the last update of it that step plays; every
+    /// step that plays an object was named for it.
     #[test]
-    fn the_upcoming_updates_are_what_the_next_step_plays() {
+    fn the_upcoming_updates_are_what_the_coming_steps_play() {
         let frame = Duration::from_secs(1) / 60;
         let state = |f: u32, id: u16| {
             let mut s = ObjectState::default();
@@ -432,24 +484,47 @@ mod tests {
         };
         let mut buffer = FrameJitterBuffer::new(DEFAULT_JITTER_DELAY, 60, QuantConfig::default());
         let (mut upcoming, mut due) = (Vec::new(), Vec::new());
-        let mut matched = 0;
+        let mut named: HashMap<(u32, u16), ObjectState> = HashMap::new();
+        let (mut matched, mut ahead) = (0, 0);
         for step in 0..300u32 {
             let now = frame * step;
-            buffer.push(
-                now + Duration::from_millis(107),
-                step as u16,
-                &[],
-                &[state(step, 3), state(step, 5)],
-            );
+            if step % 7 != 6 {
+                let mut objects = vec![state(step, 3)];
+                if step % 4 == 0 {
+                    objects.push(state(step, 5));
+                }
+                buffer.push(now + Duration::from_millis(107), step as u16, &[], &objects);
+            }
             due.clear();
             buffer.pop_objects(now, &mut due);
-            if step > 20 {
-                assert_eq!(due, upcoming, "step {step}");
-                matched += usize::from(!due.is_empty());
+            let mut played: Vec<(u16, ObjectState)> = Vec::new();
+            for &(id, s) in due.iter().rev() {
+                if !played.iter().any(|&(p, _)| p == id) {
+                    played.push((id, s));
+                }
             }
-            buffer.upcoming_objects(now + frame, &mut upcoming);
+            for (id, s) in played {
+                if let Some(expected) = named.remove(&(step, id)) {
+                    assert_eq!(s, expected, "step {step}, object {id}");
+                    matched += 1;
+                } else {
+                    assert!(step <= 20, "step {step} played object {id} unnamed");
+                }
+            }
+            assert!(
+                named.keys().all(|&(at, _)| at > step),
+                "step {step}: named but not played"
+            );
+            buffer.upcoming_objects(now + frame, frame, &mut upcoming);
+            for u in &upcoming {
+                assert!((1..=MAX_LEAD_STEPS).contains(&u.steps));
+                ahead += usize::from(u.steps > 1);
+                let earlier = named.insert((step + u.steps, u.id), u.state);
+                assert!(earlier.is_none_or(|e| e == u.state), "step {step}: {u:?}");
+            }
         }
-        assert!(matched > 250, "{matched} steps played what was named");
+        assert!(matched > 300, "{matched} updates played as named");
+        assert!(ahead > 250, "{ahead} updates named more than a step ahead");
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub use controls::PlayerControls;
 pub use core::SessionCore;
 pub use feel::{Backstep, FeelFigures, FeelMeter};
 pub use flight::{FlightLog, max_free_flight_backstep};
-pub use jitter::{DEFAULT_JITTER_DELAY, FrameJitterBuffer};
+pub use jitter::{DEFAULT_JITTER_DELAY, FrameJitterBuffer, MAX_LEAD_STEPS, Upcoming};
 pub use rate::RateMeter;
 pub use scene_transfer::{SceneDownload, SceneOffer, SceneTransferError, SceneUpload};
 pub use sim::SessionSim;

@@ -139,6 +139,9 @@ struct Object {
     authority: Authority,
     priority: PriorityTimers,
     render_error: RenderError,
+    /// Its speed (m/s) when the last step ended: with the speed the next step ends at, what its rendered pose
+    /// may follow physics at (not the speed written or led into it between the steps, which may be anything).
+    stepped_speed: f32,
     holder: Option<Holder>,
     /// The ownership sequence of the grab by a remote player that ended here (its avatar stopped listing the
     /// object): a late or interpolated avatar naming that same grab does not put the object back in the hand.
@@ -325,6 +328,7 @@ impl World {
                     authority: Authority::new(),
                     priority: PriorityTimers::default(),
                     render_error: RenderError::default(),
+                    stepped_speed: 0.0,
                     holder: None,
                     released_grab: None,
                     quantized: None,
@@ -467,22 +471,19 @@ impl World {
         }
     }
 
-    /// Keeps every free object's rendered position (before the floor lift of [`World::render_pose`]) within its
-    /// speed's reach plus [`MAX_BLEND_STEP`] of where it was before the step (see
-    /// [`RenderError::follow_at_most`]).
+    /// Keeps every free object's rendered position (before the floor lift of [`World::render_pose`]) within the
+    /// reach of the faster of the speeds the last step and this one ended at, plus [`MAX_BLEND_STEP`], of where
+    /// it was before the step (see [`RenderError::follow_at_most`]).
     fn glide_shown(&mut self, shown_before: &[Vector3<f32>]) {
         let dt = self.dt();
-        for ((object, shown), velocity) in self
-            .objects
-            .iter_mut()
-            .zip(shown_before)
-            .zip(&self.scratch.velocity_before)
-        {
+        for (object, shown) in self.objects.iter_mut().zip(shown_before) {
+            let body = &self.physics.bodies[object.body];
+            let stepped_speed = body.linvel().length();
+            let speed = object.stepped_speed.max(stepped_speed);
+            object.stepped_speed = stepped_speed;
             if object.holder.is_some() || object.at_rest {
                 continue;
             }
-            let body = &self.physics.bodies[object.body];
-            let speed = velocity.norm().max(body.linvel().length());
             object.render_error.follow_at_most(
                 shown,
                 &vec_from_rapier(body.translation()),
@@ -773,13 +774,16 @@ impl World {
         }
     }
 
-    /// Steps a remote object the way its sender stepped it: given the update the sender made one step after the
-    /// one just written (already in the jitter buffer), the body takes its velocities, less the gravity this step
-    /// adds, so the step moves it as the sender's step did, off a contact this world does not have too. Without it
-    /// the body flies on from the state written and the next state turns it back. Only an update from the
-    /// object's authority here, another player, leads it; a held or resting object, or an unknown id, is left
-    /// alone.
-    pub fn lead_into(&mut self, id: ObjectId, next: &ObjectState) {
+    /// Moves a remote object the way its sender moved it: given the state the object will be written to `steps`
+    /// steps from now (the next update queued in the jitter buffer), the body takes the velocities that carry it
+    /// there in those steps (gravity counted), so each step shows the sender's path, off a contact this world
+    /// does not have too, and bridges an update lost on the way instead of flying on past it and being turned
+    /// back. A path faster than both the body and the next state by [`LEAD_SPEED_MARGIN`] is no path the
+    /// sender's body took but a correction (this copy ran on its own physics, or was pushed here by something
+    /// its sender does not see there): the body then only takes the next state's velocities, the write makes
+    /// the correction and the rendered pose glides over it. Only an update from the object's authority here,
+    /// another player, leads it; a held or resting object, or an unknown id, is left alone.
+    pub fn lead_into(&mut self, id: ObjectId, next: &ObjectState, steps: u32) {
         let local = self.config.local_player;
         let Some(object) = self.objects.get(usize::from(id)) else {
             return;
@@ -792,11 +796,33 @@ impl World {
         {
             return;
         }
-        let (_, linvel, angvel) = rapier_state(&self.config.quant, &next.body);
-        let gravity_step = self.physics.gravity * self.dt();
+        let quant = &self.config.quant;
+        let to = state_pose(quant, &next.body);
+        let velocity = vec_from_array(next.body.linear_velocity_f32(quant));
+        let spin = vec_from_array(next.body.angular_velocity_f32(quant));
+        let gravity = vec_from_rapier(self.physics.gravity);
+        let dt = self.dt();
+        let n = steps.max(1) as f32;
+        let substeps = self
+            .physics
+            .integration_parameters
+            .num_solver_iterations
+            .max(1) as f32;
+        // Semi-implicit Euler over n steps of `substeps` substeps each: the body falls g·dt² ((n-1)/2 + (s+1)/2s)
+        // further than its starting velocity carries it, per step taken.
+        let fall = gravity * dt * ((n - 1.0) / 2.0 + (substeps + 1.0) / (2.0 * substeps));
         let body = &mut self.physics.bodies[object.body];
-        body.set_linvel(linvel - gravity_step, true);
-        body.set_angvel(angvel, true);
+        let from = pose_from_rapier(body.position());
+        let path = (to.translation.vector - from.translation.vector) / (n * dt) - fall;
+        let speed = body.linvel().length().max(velocity.norm());
+        if path.norm() > speed + LEAD_SPEED_MARGIN {
+            body.set_linvel(vec_to_rapier(&(velocity - gravity * dt)), true);
+            body.set_angvel(vec_to_rapier(&spin), true);
+            return;
+        }
+        let turn = to.rotation * from.rotation.inverse();
+        body.set_linvel(vec_to_rapier(&path), true);
+        body.set_angvel(vec_to_rapier(&(turn.scaled_axis() / (n * dt))), true);
     }
 
     /// Judges a received object update against this peer's view ([`authority::judge_update`]) and applies
@@ -1041,6 +1067,13 @@ fn rapier_state(quant: &QuantConfig, state: &BodyState) -> (Pose, Vector, Vector
         vec_to_rapier(&vec_from_array(state.angular_velocity_f32(quant))),
     )
 }
+
+/// How much faster (m/s) than both a remote body and its next state the path [`World::lead_into`] would give it
+/// may be before it is taken for a correction: a body pushed out of a contact moves faster than its velocities
+/// say (the push is not in them), by up to the depenetration cap (1 m/s) and the solver's bounce; faster paths
+/// walk a copy back from wherever its own physics took it, and would jump it on screen or push it through
+/// what is in the way.
+const LEAD_SPEED_MARGIN: f32 = 3.0;
 
 /// Writes a quantized state into a rapier body.
 fn write_body(body: &mut RigidBody, quant: &QuantConfig, state: &BodyState) {

@@ -1,7 +1,7 @@
 //! Tests of the whole world on simulated time: rest, quantization, interactions, authority, avatars.
 
 use nalgebra::{Isometry3, Vector3};
-use physync_codec::ObjectState;
+use physync_codec::{BodyState, ObjectState};
 
 use super::authority::{DEFAULT_AUTHORITY, Direction, Verdict};
 use super::avatar::Hand;
@@ -1131,4 +1131,70 @@ fn a_held_cube_follows_a_hand_moved_several_times_a_step() {
         worst < 1e-3,
         "the held cube fell {worst} m behind the hand that holds it"
     );
+}
+
+/// A remote cube led into its sender's coming states ([`World::lead_into`]) is where its sender had it after
+/// every step: through a turn this world has no cause for (the sender's cube hit something missing here), and
+/// across an update lost on the way (led two steps ahead), with no write needed to put it back on the path.
+#[test]
+fn a_led_remote_cube_keeps_to_its_senders_path_through_a_turn_and_a_lost_update() {
+    const TURN_AT: usize = 12;
+    const LOST: usize = 20;
+    let spec = SceneSpec::towers(&[1]);
+    let mut sender = World::new(guest_config(1), &spec);
+    let mut observer = World::new(guest_config(2), &spec);
+    let quant = sender.config().quant;
+    let flying = |pose: Isometry3<f32>, velocity: [f32; 3]| {
+        let q = pose.rotation.coords;
+        let at = pose.translation.vector;
+        BodyState::quantize(
+            &quant,
+            at.into(),
+            [q.x, q.y, q.z, q.w],
+            velocity,
+            [0.0, 3.0, 1.0],
+            false,
+        )
+    };
+    sender.apply_body_state(
+        0,
+        &flying(Isometry3::translation(0.0, 2.0, 0.0), [2.0, 3.0, 0.0]),
+    );
+    let mut path = Vec::new();
+    for step in 0..30 {
+        if step == TURN_AT {
+            let pose = sender.physics_pose(0);
+            sender.apply_body_state(0, &flying(pose, [-1.5, 1.0, 0.8]));
+        }
+        let mut state = sender.object_states()[0];
+        state.authority = 1;
+        state.authority_seq = 1;
+        path.push(state);
+        sender.step();
+    }
+    let host = Direction::HostToGuest { guest: 2 };
+    for k in 0..path.len() - 2 {
+        if k != LOST {
+            assert_eq!(
+                observer.receive_object_state(0, host, &path[k]).unwrap(),
+                Verdict::Accept
+            );
+        }
+        let (next, steps) = if k + 1 == LOST {
+            (k + 2, 2)
+        } else {
+            (k + 1, 1)
+        };
+        observer.lead_into(0, &path[next], steps);
+        observer.step();
+        let shown = observer.physics_pose(0);
+        let sent = super::state_pose(&quant, &path[k + 1].body);
+        let off = (shown.translation.vector - sent.translation.vector).norm();
+        assert!(
+            off < 0.001,
+            "step {k}: {:.1} mm from the sender's path",
+            off * 1000.0
+        );
+        assert!(shown.rotation.angle_to(&sent.rotation) < 0.01, "step {k}");
+    }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use physync_codec::{CodecError, ObjectState};
 use physync_engine::link::{LinkError, Outgoing, StateLink, TimedAvatar};
-use physync_engine::session::{FrameJitterBuffer, PlayerControls, RateMeter, SceneSetup};
+use physync_engine::session::{FrameJitterBuffer, PlayerControls, RateMeter, SceneSetup, Upcoming};
 use physync_engine::world::World;
 use physync_engine::world::authority::{Direction, PlayerIndex, Verdict};
 use physync_engine::world::avatar::{Hand, MAX_PLAYERS};
@@ -25,8 +25,9 @@ pub struct GuestSession {
     link: StateLink,
     jitter: FrameJitterBuffer,
     roster: u16,
-    /// Per-frame buffers, reused: object updates due, wire states, priorities, remote avatars.
+    /// Per-frame buffers, reused: object updates due and coming, wire states, priorities, remote avatars.
     due: Vec<(u16, ObjectState)>,
+    upcoming: Vec<Upcoming>,
     states: Vec<ObjectState>,
     priorities: Vec<f32>,
     remote: Vec<TimedAvatar>,
@@ -69,6 +70,7 @@ impl GuestSession {
             world,
             roster: 1 | (1 << player),
             due: Vec::new(),
+            upcoming: Vec::new(),
             states: Vec::new(),
             priorities: Vec::new(),
             remote: Vec::new(),
@@ -224,9 +226,10 @@ impl GuestSession {
                 Ok(Verdict::Reject) | Err(_) => self.counters.rejected += 1,
             }
         }
-        self.jitter.upcoming_objects(now + self.step, &mut self.due);
-        for (id, next) in &self.due {
-            self.world.lead_into(*id, next);
+        self.jitter
+            .upcoming_objects(now + self.step, self.step, &mut self.upcoming);
+        for u in &self.upcoming {
+            self.world.lead_into(u.id, &u.state, u.steps);
         }
     }
 

@@ -24,7 +24,8 @@ use physync_engine::link::{LinkError, LinkSettings, Outgoing, StateLink, TimedAv
 use physync_engine::session::scene_transfer::{TransferMessage, decode_transfer, is_transfer};
 use physync_engine::session::{
     ControlError, ControlMessage, FrameJitterBuffer, PlayerControls, RateMeter, RejectReason,
-    SceneSetup, SceneTransferError, SceneUpload, SessionCore, decode_control, encode_control,
+    SceneSetup, SceneTransferError, SceneUpload, SessionCore, Upcoming, decode_control,
+    encode_control,
 };
 use physync_engine::transport::{Datagram, Delivery, MAX_DATAGRAM_PAYLOAD, Transmit};
 use physync_engine::world::World;
@@ -86,8 +87,10 @@ pub struct PeerHost {
     counters: HostCounters,
     up: RateMeter,
     ended: bool,
-    /// Per-frame buffers, reused: guest object updates due, wire states, base and per-link priorities.
+    /// Per-frame buffers, reused: guest object updates due and coming, wire states, base and per-link
+    /// priorities.
     due: Vec<(u16, ObjectState)>,
+    upcoming: Vec<Upcoming>,
     states: Vec<ObjectState>,
     base_priorities: Vec<f32>,
     link_priorities: Vec<f32>,
@@ -180,6 +183,7 @@ impl PeerHost {
             up: RateMeter::new(),
             ended: false,
             due: Vec::new(),
+            upcoming: Vec::new(),
             states: Vec::new(),
             base_priorities: Vec::new(),
             link_priorities: Vec::new(),
@@ -565,18 +569,21 @@ impl PeerHost {
                     Err(kind) => self.count_bad(from, kind, None),
                 }
             }
-            let mut due = std::mem::take(&mut self.due);
+            let due = std::mem::take(&mut self.due);
             for &(id, state) in &due {
                 self.judge_guest_object(from, sender, id, &state);
             }
-            due.clear();
-            if let Some(guest) = self.guests.get(&from) {
-                guest.frames.upcoming_objects(now + step, &mut due);
-            }
-            for (id, next) in due.iter().filter(|(_, next)| next.authority == sender) {
-                self.world.lead_into(*id, next);
-            }
             self.due = due;
+            let mut upcoming = std::mem::take(&mut self.upcoming);
+            if let Some(guest) = self.guests.get(&from) {
+                guest
+                    .frames
+                    .upcoming_objects(now + step, step, &mut upcoming);
+            }
+            for u in upcoming.iter().filter(|u| u.state.authority == sender) {
+                self.world.lead_into(u.id, &u.state, u.steps);
+            }
+            self.upcoming = upcoming;
         }
     }
 
