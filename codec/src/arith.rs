@@ -12,6 +12,8 @@
 //! A fresh model starts from a trained probability (the table in `codec/src/priors.rs`, measured offline on recorded
 //! katamari frames and shared by both ends as a constant), so a datagram does not spend its first decisions of
 //! every context learning what every datagram looks like; models the recording never used start at even odds.
+//! There are two tables ([`Priors`]): a pose-only link codes the same contexts as a full-state link with other
+//! statistics, and each section names the table of its state type before its first value.
 
 use std::cell::{Cell, RefCell};
 use std::sync::OnceLock;
@@ -37,18 +39,38 @@ fn tree_slot(levels: u32, node: usize) -> usize {
     (1 << levels) + node - 1
 }
 
-/// Every model's starting probability: the trained table over even odds.
-fn trained_priors() -> &'static [u16] {
-    static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut t = vec![PROB_INIT; PER_CTX * Ctx::COUNT];
-        for &(index, p) in crate::priors::TRAINED {
-            if let Some(m) = t.get_mut(index as usize) {
-                *m = p.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN);
-            }
+/// Which trained table a stream's models start from. A pose-only link (bodies as pose and at-rest flag only,
+/// predicted from two acked poses) codes the same contexts as a full-state link with other statistics: with one
+/// table trained on both, each kind of link paid for what the other taught it (on the katamari ladder, the
+/// pose-only rung's own table saved it 0.21 bits a changed cube).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Priors {
+    /// Full-state links: `priors::TRAINED`.
+    #[default]
+    Full,
+    /// Pose-only links (see [`crate::StateConfig::pose_only`]): `priors::TRAINED_POSE_ONLY`.
+    PoseOnly,
+}
+
+/// Every model's starting probability from `trained` over even odds.
+fn table_of(trained: &[(u32, u16)]) -> Vec<u16> {
+    let mut t = vec![PROB_INIT; PER_CTX * Ctx::COUNT];
+    for &(index, p) in trained {
+        if let Some(m) = t.get_mut(index as usize) {
+            *m = p.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN);
         }
-        t
-    })
+    }
+    t
+}
+
+/// Every model's starting probability: the trained table of `priors`.
+fn trained_priors(priors: Priors) -> &'static [u16] {
+    static FULL: OnceLock<Vec<u16>> = OnceLock::new();
+    static POSE_ONLY: OnceLock<Vec<u16>> = OnceLock::new();
+    match priors {
+        Priors::Full => FULL.get_or_init(|| table_of(crate::priors::TRAINED)),
+        Priors::PoseOnly => POSE_ONLY.get_or_init(|| table_of(crate::priors::TRAINED_POSE_ONLY)),
+    }
 }
 
 /// Every model's starting probability when priors are off: even odds.
@@ -83,6 +105,8 @@ struct Models {
     probs: Vec<u16>,
     /// Where each model starts when first used in a stream (the trained priors, or even odds).
     priors: &'static [u16],
+    /// Whether `priors` is a trained table, which [`Models::use_priors`] may swap for another.
+    trained: bool,
     /// Per context, bit `p` set: part `p` (see [`Models::part`]) has been reset in this stream.
     fresh: [u16; Ctx::COUNT],
 }
@@ -97,11 +121,20 @@ const PART_SMALL: u32 = 2;
 const PART_BUCKET: u32 = 7;
 
 impl Models {
-    fn new(priors: &'static [u16]) -> Self {
+    fn new(priors: Option<Priors>) -> Self {
         Self {
             probs: Self::table(),
-            priors,
+            priors: priors.map_or_else(flat_priors, trained_priors),
+            trained: priors.is_some(),
             fresh: [0; Ctx::COUNT],
+        }
+    }
+
+    /// Models first used from now on start from the table of `priors` (unless the stream starts at even odds);
+    /// models already used keep what they learned.
+    fn use_priors(&mut self, priors: Priors) {
+        if self.trained {
+            self.priors = trained_priors(priors);
         }
     }
 
@@ -229,6 +262,7 @@ impl Clone for Models {
         Self {
             probs,
             priors: self.priors,
+            trained: self.trained,
             fresh: self.fresh,
         }
     }
@@ -401,15 +435,21 @@ impl Default for ArithWriteStream {
 impl ArithWriteStream {
     /// An empty stream with fresh models, starting from the trained priors.
     pub fn new() -> Self {
-        Self::with_priors(trained_priors())
+        Self::with_priors(Some(Priors::Full))
     }
 
     /// An empty stream whose models start at even odds, ignoring the trained priors: to measure what they save.
     pub fn with_flat_priors() -> Self {
-        Self::with_priors(flat_priors())
+        Self::with_priors(None)
     }
 
-    fn with_priors(priors: &'static [u16]) -> Self {
+    /// Models first used from now on start from the table of `priors` (see [`Priors`]); a packet section calls
+    /// it before its first value, and its reader at the same point.
+    pub fn use_priors(&mut self, priors: Priors) {
+        self.models.use_priors(priors);
+    }
+
+    fn with_priors(priors: Option<Priors>) -> Self {
         Self {
             enc: RangeEncoder::new(),
             models: Models::new(priors),
@@ -755,15 +795,20 @@ pub struct ArithReadStream<'a> {
 impl<'a> ArithReadStream<'a> {
     /// A stream over `bytes` with fresh models, starting from the trained priors.
     pub fn new(bytes: &'a [u8]) -> Result<Self, CodecError> {
-        Self::with_priors(bytes, trained_priors())
+        Self::with_priors(bytes, Some(Priors::Full))
     }
 
     /// A stream over what [`ArithWriteStream::with_flat_priors`] wrote.
     pub fn with_flat_priors(bytes: &'a [u8]) -> Result<Self, CodecError> {
-        Self::with_priors(bytes, flat_priors())
+        Self::with_priors(bytes, None)
     }
 
-    fn with_priors(bytes: &'a [u8], priors: &'static [u16]) -> Result<Self, CodecError> {
+    /// [`ArithWriteStream::use_priors`], at the point the writer called it.
+    pub fn use_priors(&mut self, priors: Priors) {
+        self.models.use_priors(priors);
+    }
+
+    fn with_priors(bytes: &'a [u8], priors: Option<Priors>) -> Result<Self, CodecError> {
         Ok(Self {
             dec: RangeDecoder::new(bytes)?,
             models: Models::new(priors),
@@ -1031,6 +1076,52 @@ mod tests {
             assert_eq!(v, 8 + i % 2);
         }
         r.finish().unwrap();
+    }
+
+    /// Two of the codec's contexts whose trained tables differ: a position residual component and the unchanged
+    /// flag.
+    const TRAINED_A: Ctx = Ctx::new(5, "a");
+    const TRAINED_B: Ctx = Ctx::new(0, "b");
+
+    /// Writes values under `TRAINED_A` and `TRAINED_B`, switching to the pose-only priors after the first
+    /// `switch_at` (never if it is past the end), and returns the bytes.
+    fn switched(switch_at: usize) -> Vec<u8> {
+        let mut w = ArithWriteStream::new();
+        for i in 0..40 {
+            if i == switch_at {
+                w.use_priors(Priors::PoseOnly);
+            }
+            w.int(TRAINED_A, &mut (i as i32 % 5 - 2), -300, 300)
+                .unwrap();
+            w.bool(TRAINED_B, &mut (i % 3 == 0)).unwrap();
+        }
+        w.finish()
+    }
+
+    #[test]
+    fn a_switch_of_priors_mid_stream_round_trips() {
+        // Models used before the switch keep what they learned; models first used after it start from the
+        // pose-only table. The reader switches at the same point and reads back every value.
+        for switch_at in [0, 1, 17] {
+            let bytes = switched(switch_at);
+            let mut r = ArithReadStream::new(&bytes).unwrap();
+            for i in 0..40 {
+                if i == switch_at {
+                    r.use_priors(Priors::PoseOnly);
+                }
+                let (mut v, mut f) = (0, false);
+                r.int(TRAINED_A, &mut v, -300, 300).unwrap();
+                r.bool(TRAINED_B, &mut f).unwrap();
+                assert_eq!((v, f), (i as i32 % 5 - 2, i % 3 == 0));
+            }
+            r.finish().unwrap();
+        }
+        // The tables differ on these contexts, so where the switch happens shows in the bytes.
+        assert_ne!(switched(0), switched(usize::MAX));
+        // A stream at even odds ignores the switch.
+        let mut flat = ArithWriteStream::with_flat_priors();
+        flat.use_priors(Priors::PoseOnly);
+        assert_eq!(flat.models.priors, flat_priors());
     }
 
     #[test]

@@ -76,12 +76,14 @@ fn serialize_all<S: Stream>(
     }
 }
 
-/// Codes every cube with `w`, decodes with `read`, checks the round trip and returns the bytes.
+/// Codes every cube with `w`, decodes with `read` (both from the priors a section of `config` names), checks the
+/// round trip and returns the bytes.
 fn code(
     mut w: ArithWriteStream,
     read: impl Fn(&[u8]) -> ArithReadStream<'_>,
     config: &StateConfig,
 ) -> usize {
+    w.use_priors(ObjectState::priors(config));
     let cubes = recorded();
     let predictions: Vec<Option<ObjectState>> = cubes
         .iter()
@@ -90,6 +92,7 @@ fn code(
     serialize_all(&mut w, &cubes, &predictions, config);
     let bytes = w.finish();
     let mut r = read(&bytes);
+    r.use_priors(ObjectState::priors(config));
     serialize_all(&mut r, &cubes, &predictions, config);
     r.finish().unwrap();
     bytes.len()
@@ -198,6 +201,7 @@ fn motion_contexts_save_bits_on_the_recorded_frame() {
         .collect();
     let bytes = |with_motion: bool| {
         let mut w = ArithWriteStream::new();
+        w.use_priors(ObjectState::priors(&config));
         for (base, p, now) in &cubes {
             let mut v = *now;
             if with_motion {
@@ -209,6 +213,7 @@ fn motion_contexts_save_bits_on_the_recorded_frame() {
         }
         let bytes = w.finish();
         let mut r = ArithReadStream::new(&bytes).unwrap();
+        r.use_priors(ObjectState::priors(&config));
         for (base, p, now) in &cubes {
             let mut v = ObjectState::default();
             if with_motion {
