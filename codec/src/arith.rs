@@ -13,7 +13,8 @@
 //! katamari frames and shared by both ends as a constant), so a datagram does not spend its first decisions of
 //! every context learning what every datagram looks like; models the recording never used start at even odds.
 //! There are two tables ([`Priors`]): a pose-only link codes the same contexts as a full-state link with other
-//! statistics, and each section names the table of its state type before its first value.
+//! statistics, and each section names the table of its state type before its first value. Each table also gives
+//! every model its rate of adaptation (see [`adapt`]), trained on the same recording.
 
 use std::cell::{Cell, RefCell};
 use std::sync::OnceLock;
@@ -73,6 +74,33 @@ fn trained_priors(priors: Priors) -> &'static [u16] {
     }
 }
 
+/// Every model's rate (see [`adapt`]) from `trained` over [`DEFAULT_RATE`].
+fn rates_of(trained: &[(u32, u8)]) -> Vec<u8> {
+    let mut t = vec![DEFAULT_RATE; PER_CTX * Ctx::COUNT];
+    for &(index, rate) in trained {
+        if let Some(r) = t.get_mut(index as usize) {
+            *r = rate.min(MAX_RATE);
+        }
+    }
+    t
+}
+
+/// Every model's rate: the trained table of `priors`.
+fn trained_rates(priors: Priors) -> &'static [u8] {
+    static FULL: OnceLock<Vec<u8>> = OnceLock::new();
+    static POSE_ONLY: OnceLock<Vec<u8>> = OnceLock::new();
+    match priors {
+        Priors::Full => FULL.get_or_init(|| rates_of(crate::priors::RATES)),
+        Priors::PoseOnly => POSE_ONLY.get_or_init(|| rates_of(crate::priors::RATES_POSE_ONLY)),
+    }
+}
+
+/// Every model's rate when priors are off: [`DEFAULT_RATE`].
+fn flat_rates() -> &'static [u8] {
+    static TABLE: OnceLock<Vec<u8>> = OnceLock::new();
+    TABLE.get_or_init(|| vec![DEFAULT_RATE; PER_CTX * Ctx::COUNT])
+}
+
 /// Every model's starting probability when priors are off: even odds.
 fn flat_priors() -> &'static [u16] {
     static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
@@ -105,6 +133,8 @@ struct Models {
     probs: Vec<u16>,
     /// Where each model starts when first used in a stream (the trained priors, or even odds).
     priors: &'static [u16],
+    /// Each model's rate of adaptation (see [`adapt`]), from the same set as `priors`.
+    rates: &'static [u8],
     /// Whether `priors` is a trained table, which [`Models::use_priors`] may swap for another.
     trained: bool,
     /// Per context, bit `p` set: part `p` (see [`Models::part`]) has been reset in this stream.
@@ -125,17 +155,25 @@ impl Models {
         Self {
             probs: Self::table(),
             priors: priors.map_or_else(flat_priors, trained_priors),
+            rates: priors.map_or_else(flat_rates, trained_rates),
             trained: priors.is_some(),
             fresh: [0; Ctx::COUNT],
         }
     }
 
     /// Models first used from now on start from the table of `priors` (unless the stream starts at even odds);
-    /// models already used keep what they learned.
+    /// models already used keep what they learned. Every model adapts at the rate of that set from now on.
     fn use_priors(&mut self, priors: Priors) {
         if self.trained {
             self.priors = trained_priors(priors);
+            self.rates = trained_rates(priors);
         }
+    }
+
+    /// The rate of model `index`.
+    #[inline(always)]
+    fn rate(&self, index: usize) -> u8 {
+        self.rates.get(index).copied().unwrap_or(DEFAULT_RATE)
     }
 
     /// A table of the right length with any contents.
@@ -262,6 +300,7 @@ impl Clone for Models {
         Self {
             probs,
             priors: self.priors,
+            rates: self.rates,
             trained: self.trained,
             fresh: self.fresh,
         }
@@ -310,18 +349,34 @@ fn bit_length(m: u64) -> u32 {
     64 - m.leading_zeros()
 }
 
-/// A model's probability of 0 after coding `bit`, by a shift of 3: a datagram's statistics stray from the trained
-/// priors it starts from, and it codes too few decisions per model for the coder's own slower shift of 4 (5 measured
-/// worse still, on the katamari ladder). The coder's update is applied to a copy and discarded.
+/// A model's probability of 0 after coding `bit`, moved toward it by a shift of `rate` (0: not moved; at most
+/// [`MAX_RATE`]). A datagram's statistics stray from the trained priors it starts from by more for some models
+/// than for others: a model that codes few decisions of a field whose odds change from datagram to datagram
+/// learns fast (1, 2), one whose prior holds keeps it (0, or 6 and 7). Each model's rate is trained with its
+/// prior ([`FieldCosts::trained_rates`]); on the katamari ladder the trained rates saved the pose-only rung 0.36
+/// bits a changed cube over one shift of 3 for all (itself the best single shift). The coder's own update
+/// is applied to a copy and discarded. Starting inside `1..PROB_ONE`, a model stays inside it.
 #[inline(always)]
-fn adapt(p0: u16, bit: bool) -> u16 {
-    const SHIFT: u32 = 3;
+fn adapt(p0: u16, bit: bool, rate: u8) -> u16 {
+    if rate == 0 {
+        return p0;
+    }
+    let shift = u32::from(rate.min(MAX_RATE));
     if bit {
-        p0 - (p0 >> SHIFT)
+        p0 - (p0 >> shift)
     } else {
-        p0 + ((PROB_ONE - p0) >> SHIFT)
+        p0 + ((PROB_ONE - p0) >> shift)
     }
 }
+
+/// The rate of a model the trained tables say nothing of.
+const DEFAULT_RATE: u8 = 3;
+
+/// The slowest rate a model may adapt at (a shift of 7).
+const MAX_RATE: u8 = 7;
+
+/// The rates [`FieldCosts::trained_rates`] chooses among: `0..=MAX_RATE`.
+const RATES: usize = MAX_RATE as usize + 1;
 
 /// The modelled probability of `bit` under a model whose probability of 0 is `p0`.
 #[inline]
@@ -338,6 +393,12 @@ pub struct FieldCosts {
     names: [&'static str; Ctx::COUNT],
     /// Per model, how many zeros and ones it coded: what [`FieldCosts::trained_priors`] learns from.
     uses: Vec<[u32; 2]>,
+    /// The decisions of the stream tallying, each with its model and the probability it was coded at (the
+    /// first of a model's in the stream is its prior): [`FieldCosts::add`] replays them at every rate.
+    decisions: Vec<(u32, bool, u16)>,
+    /// Per model, the bits its decisions would have cost at each rate: what [`FieldCosts::trained_rates`]
+    /// learns from.
+    rate_costs: Vec<[f64; RATES]>,
 }
 
 impl Default for FieldCosts {
@@ -346,6 +407,8 @@ impl Default for FieldCosts {
             bits: [0.0; Ctx::COUNT],
             names: [""; Ctx::COUNT],
             uses: vec![[0; 2]; PER_CTX * Ctx::COUNT],
+            decisions: Vec::new(),
+            rate_costs: vec![[0.0; RATES]; PER_CTX * Ctx::COUNT],
         }
     }
 }
@@ -360,8 +423,24 @@ impl FieldCosts {
             .map(|(b, n)| (*n, *b))
     }
 
-    /// Adds another tally into this one.
+    /// Adds another tally into this one, replaying the decisions of `other`'s stream at every rate.
     pub fn add(&mut self, other: &FieldCosts) {
+        for (a, b) in self.rate_costs.iter_mut().zip(&other.rate_costs) {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+        // Per model of the stream, its probability under each rate so far.
+        let mut replayed: std::collections::HashMap<u32, [u16; RATES]> = Default::default();
+        for &(index, bit, p) in &other.decisions {
+            let models = replayed.entry(index).or_insert([p; RATES]);
+            if let Some(costs) = self.rate_costs.get_mut(index as usize) {
+                for (rate, (m, cost)) in models.iter_mut().zip(costs.iter_mut()).enumerate() {
+                    *cost -= probability(*m, bit).log2();
+                    *m = adapt(*m, bit, rate as u8);
+                }
+            }
+        }
         for i in 0..Ctx::COUNT {
             self.bits[i] += other.bits[i];
             if !other.names[i].is_empty() {
@@ -390,6 +469,29 @@ impl FieldCosts {
                 (i as u32, q.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN))
             })
             .filter(|&(_, q)| q != PROB_INIT)
+            .collect()
+    }
+
+    /// Rates learned from the decisions tallied: `(model, rate)` for every model of a codec context that coded at
+    /// least `min_uses` decisions and would have cost least at a rate other than [`DEFAULT_RATE`] (ties keep it).
+    /// The rate tables in `codec/src/priors.rs` are this, from the run the priors come from.
+    pub fn trained_rates(&self, min_uses: u32) -> Vec<(u32, u8)> {
+        let codec_models = Ctx::CODEC * PER_CTX;
+        self.rate_costs
+            .iter()
+            .zip(&self.uses)
+            .enumerate()
+            .take(codec_models)
+            .filter(|(_, (_, [z, o]))| z + o >= min_uses)
+            .filter_map(|(i, (costs, _))| {
+                let mut best = DEFAULT_RATE;
+                for (rate, &cost) in costs.iter().enumerate() {
+                    if cost < costs[usize::from(best)] {
+                        best = rate as u8;
+                    }
+                }
+                (best != DEFAULT_RATE).then_some((i as u32, best))
+            })
             .collect()
     }
 
@@ -524,6 +626,7 @@ impl ArithWriteStream {
     /// Codes one decision under model `index`.
     #[inline(always)]
     fn bit(&mut self, index: usize, bit: bool) {
+        let rate = self.models.rate(index);
         let Some(p) = self.models.probs.get_mut(index) else {
             return;
         };
@@ -532,10 +635,11 @@ impl ArithWriteStream {
             if let Some(u) = costs.uses.get_mut(index) {
                 u[usize::from(bit)] += 1;
             }
+            costs.decisions.push((index as u32, bit, *p));
         }
         let before = *p;
         self.enc.encode_bit(&mut before.clone(), bit);
-        *p = adapt(before, bit);
+        *p = adapt(before, bit, rate);
     }
 
     #[inline]
@@ -858,6 +962,7 @@ impl<'a> ArithReadStream<'a> {
 
     #[inline(always)]
     fn bit(&mut self, index: usize) -> Result<bool, CodecError> {
+        let rate = self.models.rate(index);
         let p = self
             .models
             .probs
@@ -865,7 +970,7 @@ impl<'a> ArithReadStream<'a> {
             .ok_or(CodecError::Invalid { field: "model" })?;
         let p0 = *p;
         let bit = self.dec.decode_bit(&mut p0.clone())?;
-        *p = adapt(p0, bit);
+        *p = adapt(p0, bit, rate);
         if let Some(costs) = self.costs.as_deref_mut() {
             costs.bits[index / PER_CTX] -= probability(p0, bit).log2();
         }
@@ -1122,6 +1227,75 @@ mod tests {
         let mut flat = ArithWriteStream::with_flat_priors();
         flat.use_priors(Priors::PoseOnly);
         assert_eq!(flat.models.priors, flat_priors());
+    }
+
+    #[test]
+    fn every_rate_keeps_a_model_inside_the_coder_range() {
+        for rate in 0..=MAX_RATE {
+            for start in [1, PRIOR_MIN, PROB_INIT, PROB_ONE - PRIOR_MIN, PROB_ONE - 1] {
+                for bit in [false, true] {
+                    let mut p = start;
+                    for _ in 0..200 {
+                        p = adapt(p, bit, rate);
+                        assert!((1..PROB_ONE).contains(&p), "rate {rate}, from {start}: {p}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn trained_rates_pick_the_cheapest_rate() {
+        // Under `A` a run of ones (learned fastest at rate 1), under `B` ones and zeros in turn (even odds,
+        // the prior, kept best at rate 0).
+        let mut total = FieldCosts::default();
+        for _ in 0..20 {
+            let mut w = ArithWriteStream::with_flat_priors();
+            w.track_costs();
+            for i in 0..30 {
+                w.bool(A, &mut true).unwrap();
+                w.bool(B, &mut (i % 2 == 0)).unwrap();
+            }
+            total.add(w.costs().unwrap());
+        }
+        let rates = total.trained_rates(50);
+        let flag = |ctx: Ctx| (ctx.slot() * PER_CTX + FLAG) as u32;
+        assert!(rates.contains(&(flag(A), 1)), "{rates:?}");
+        assert!(rates.contains(&(flag(B), 0)), "{rates:?}");
+        assert_eq!(rates.len(), 2);
+    }
+
+    #[test]
+    fn every_codec_context_round_trips_at_its_trained_rates() {
+        // Each context's models adapt at the rates its table gives them (0 to 7): extreme and ordinary values
+        // under every codec context, from both tables, read back exactly.
+        let values = [0, 1, -1, 5, -300, 4095, -4096, 17, 0, 0, 2, -2];
+        for priors in [Priors::Full, Priors::PoseOnly] {
+            let mut w = ArithWriteStream::new();
+            w.use_priors(priors);
+            for id in 0..Ctx::CODEC as u16 {
+                let ctx = Ctx::new(id, "c");
+                for (i, &v) in values.iter().enumerate() {
+                    w.int(ctx, &mut v.clone(), -4096, 4095).unwrap();
+                    w.int(ctx, &mut (v & 3), 0, 3).unwrap();
+                    w.bool(ctx, &mut (i % 3 == 0)).unwrap();
+                }
+            }
+            let bytes = w.finish();
+            let mut r = ArithReadStream::new(&bytes).unwrap();
+            r.use_priors(priors);
+            for id in 0..Ctx::CODEC as u16 {
+                let ctx = Ctx::new(id, "c");
+                for (i, &v) in values.iter().enumerate() {
+                    let (mut x, mut y, mut f) = (0, 0, false);
+                    r.int(ctx, &mut x, -4096, 4095).unwrap();
+                    r.int(ctx, &mut y, 0, 3).unwrap();
+                    r.bool(ctx, &mut f).unwrap();
+                    assert_eq!((x, y, f), (v, v & 3, i % 3 == 0), "context {id}");
+                }
+            }
+            r.finish().unwrap();
+        }
     }
 
     #[test]

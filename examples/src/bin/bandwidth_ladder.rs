@@ -957,26 +957,45 @@ fn priors_source(full: &FieldCosts, pose_only: &FieldCosts, args: &Args) -> Stri
     for line in lines {
         out += &format!("//! {line}\n");
     }
-    for (doc, name, uses) in [
-        ("every trained model of a full-state link", "TRAINED", full),
-        (
-            "every trained model of a pose-only link",
-            "TRAINED_POSE_ONLY",
-            pose_only,
-        ),
+    for (link, suffix, uses) in [
+        ("full-state", "", full),
+        ("pose-only", "_POSE_ONLY", pose_only),
     ] {
-        out += "\n";
-        out += &format!(
-            "/// `(model index, probability of 0 out of 4096)` for {doc}; the rest start at even odds.\n"
+        let priors: Vec<String> = uses
+            .trained_priors(PRIOR_MIN_USES)
+            .iter()
+            .map(|(i, p)| format!("({i}, {p})"))
+            .collect();
+        out += &table_source(
+            &format!(
+                "`(model index, probability of 0 out of 4096)` for every trained model of a {link} link; the rest start at even odds."
+            ),
+            &format!("TRAINED{suffix}: &[(u32, u16)]"),
+            &priors,
         );
-        out += &format!("#[rustfmt::skip]\npub(crate) const {name}: &[(u32, u16)] = &[\n");
-        for chunk in uses.trained_priors(PRIOR_MIN_USES).chunks(8) {
-            let row: Vec<String> = chunk.iter().map(|(i, p)| format!("({i}, {p})")).collect();
-            out += &format!("    {},\n", row.join(", "));
-        }
-        out += "];\n";
+        let rates: Vec<String> = uses
+            .trained_rates(PRIOR_MIN_USES)
+            .iter()
+            .map(|(i, r)| format!("({i}, {r})"))
+            .collect();
+        out += &table_source(
+            &format!(
+                "`(model index, rate)` for every model of a {link} link trained to adapt at another rate than the default."
+            ),
+            &format!("RATES{suffix}: &[(u32, u8)]"),
+            &rates,
+        );
     }
     out
+}
+
+/// One table of `codec/src/priors.rs`: its doc line, its name and type, and its rows eight to a line.
+fn table_source(doc: &str, declaration: &str, rows: &[String]) -> String {
+    let mut out = format!("\n/// {doc}\n#[rustfmt::skip]\npub(crate) const {declaration} = &[\n");
+    for chunk in rows.chunks(8) {
+        out += &format!("    {},\n", chunk.join(", "));
+    }
+    out + "];\n"
 }
 
 /// One cube's pose-only state as the recorded frame's text: position, largest component, the three others,
