@@ -53,58 +53,63 @@ pub enum Priors {
     PoseOnly,
 }
 
-/// Every model's starting probability from `trained` over even odds.
-fn table_of(trained: &[(u32, u16)]) -> Vec<u16> {
-    let mut t = vec![PROB_INIT; PER_CTX * Ctx::COUNT];
+/// A model is one word: its probability of 0 (out of [`PROB_ONE`], always below it) in the low bits, and its rate
+/// of adaptation (see [`adapt`]) above them. The rate travels with the probability, from the table a model is reset
+/// from through every update, so coding a decision reads one word.
+const RATE_SHIFT: u32 = PROB_ONE.trailing_zeros();
+
+/// The probability bits of a model word.
+const PROB_MASK: u16 = PROB_ONE - 1;
+
+/// A model word of probability `p` (below [`PROB_ONE`]) and rate `rate` (at most [`MAX_RATE`]).
+#[inline(always)]
+fn model(p: u16, rate: u8) -> u16 {
+    (p & PROB_MASK) | (u16::from(rate.min(MAX_RATE)) << RATE_SHIFT)
+}
+
+/// A model word after coding `bit`: its probability adapted at its rate.
+#[inline(always)]
+fn adapt_model(word: u16, bit: bool) -> u16 {
+    let rate = (word >> RATE_SHIFT) as u8;
+    model(adapt(word & PROB_MASK, bit, rate), rate)
+}
+
+/// Every model's starting word: the probability from `trained` over even odds, the rate from `rates` over
+/// [`DEFAULT_RATE`].
+fn table_of(trained: &[(u32, u16)], rates: &[(u32, u8)]) -> Vec<u16> {
+    let mut t = vec![model(PROB_INIT, DEFAULT_RATE); PER_CTX * Ctx::COUNT];
     for &(index, p) in trained {
         if let Some(m) = t.get_mut(index as usize) {
-            *m = p.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN);
+            *m = model(p.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN), DEFAULT_RATE);
+        }
+    }
+    for &(index, rate) in rates {
+        if let Some(m) = t.get_mut(index as usize) {
+            *m = model(*m, rate);
         }
     }
     t
 }
 
-/// Every model's starting probability: the trained table of `priors`.
+/// Every model's starting word: the trained tables of `priors`.
 fn trained_priors(priors: Priors) -> &'static [u16] {
     static FULL: OnceLock<Vec<u16>> = OnceLock::new();
     static POSE_ONLY: OnceLock<Vec<u16>> = OnceLock::new();
     match priors {
-        Priors::Full => FULL.get_or_init(|| table_of(crate::priors::TRAINED)),
-        Priors::PoseOnly => POSE_ONLY.get_or_init(|| table_of(crate::priors::TRAINED_POSE_ONLY)),
+        Priors::Full => FULL.get_or_init(|| table_of(crate::priors::TRAINED, crate::priors::RATES)),
+        Priors::PoseOnly => POSE_ONLY.get_or_init(|| {
+            table_of(
+                crate::priors::TRAINED_POSE_ONLY,
+                crate::priors::RATES_POSE_ONLY,
+            )
+        }),
     }
 }
 
-/// Every model's rate (see [`adapt`]) from `trained` over [`DEFAULT_RATE`].
-fn rates_of(trained: &[(u32, u8)]) -> Vec<u8> {
-    let mut t = vec![DEFAULT_RATE; PER_CTX * Ctx::COUNT];
-    for &(index, rate) in trained {
-        if let Some(r) = t.get_mut(index as usize) {
-            *r = rate.min(MAX_RATE);
-        }
-    }
-    t
-}
-
-/// Every model's rate: the trained table of `priors`.
-fn trained_rates(priors: Priors) -> &'static [u8] {
-    static FULL: OnceLock<Vec<u8>> = OnceLock::new();
-    static POSE_ONLY: OnceLock<Vec<u8>> = OnceLock::new();
-    match priors {
-        Priors::Full => FULL.get_or_init(|| rates_of(crate::priors::RATES)),
-        Priors::PoseOnly => POSE_ONLY.get_or_init(|| rates_of(crate::priors::RATES_POSE_ONLY)),
-    }
-}
-
-/// Every model's rate when priors are off: [`DEFAULT_RATE`].
-fn flat_rates() -> &'static [u8] {
-    static TABLE: OnceLock<Vec<u8>> = OnceLock::new();
-    TABLE.get_or_init(|| vec![DEFAULT_RATE; PER_CTX * Ctx::COUNT])
-}
-
-/// Every model's starting probability when priors are off: even odds.
+/// Every model's starting word when priors are off: even odds, [`DEFAULT_RATE`].
 fn flat_priors() -> &'static [u16] {
     static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
-    TABLE.get_or_init(|| vec![PROB_INIT; PER_CTX * Ctx::COUNT])
+    TABLE.get_or_init(|| table_of(&[], &[]))
 }
 
 /// The most skewed starting probability a prior may give (out of [`PROB_ONE`]): a model must still adapt.
@@ -130,11 +135,10 @@ pub fn model_tables_allocated() -> u64 {
 /// table in constant time whatever that table held before.
 #[derive(Debug)]
 struct Models {
+    /// Every model's word (see [`model`]).
     probs: Vec<u16>,
-    /// Where each model starts when first used in a stream (the trained priors, or even odds).
+    /// Where each model starts when first used in a stream (the trained priors and rates, or even odds).
     priors: &'static [u16],
-    /// Each model's rate of adaptation (see [`adapt`]), from the same set as `priors`.
-    rates: &'static [u8],
     /// Whether `priors` is a trained table, which [`Models::use_priors`] may swap for another.
     trained: bool,
     /// Per context, bit `p` set: part `p` (see [`Models::part`]) has been reset in this stream.
@@ -155,25 +159,17 @@ impl Models {
         Self {
             probs: Self::table(),
             priors: priors.map_or_else(flat_priors, trained_priors),
-            rates: priors.map_or_else(flat_rates, trained_rates),
             trained: priors.is_some(),
             fresh: [0; Ctx::COUNT],
         }
     }
 
-    /// Models first used from now on start from the table of `priors` (unless the stream starts at even odds);
-    /// models already used keep what they learned. Every model adapts at the rate of that set from now on.
+    /// Models first used from now on start from the table of `priors`, probability and rate (unless the stream
+    /// starts at even odds); models already used keep what they learned, and their rates.
     fn use_priors(&mut self, priors: Priors) {
         if self.trained {
             self.priors = trained_priors(priors);
-            self.rates = trained_rates(priors);
         }
-    }
-
-    /// The rate of model `index`.
-    #[inline(always)]
-    fn rate(&self, index: usize) -> u8 {
-        self.rates.get(index).copied().unwrap_or(DEFAULT_RATE)
     }
 
     /// A table of the right length with any contents.
@@ -300,7 +296,6 @@ impl Clone for Models {
         Self {
             probs,
             priors: self.priors,
-            rates: self.rates,
             trained: self.trained,
             fresh: self.fresh,
         }
@@ -626,20 +621,20 @@ impl ArithWriteStream {
     /// Codes one decision under model `index`.
     #[inline(always)]
     fn bit(&mut self, index: usize, bit: bool) {
-        let rate = self.models.rate(index);
-        let Some(p) = self.models.probs.get_mut(index) else {
+        let Some(m) = self.models.probs.get_mut(index) else {
             return;
         };
+        let word = *m;
+        let p = word & PROB_MASK;
         if let Some(costs) = self.costs.as_deref_mut() {
-            costs.bits[index / PER_CTX] -= probability(*p, bit).log2();
+            costs.bits[index / PER_CTX] -= probability(p, bit).log2();
             if let Some(u) = costs.uses.get_mut(index) {
                 u[usize::from(bit)] += 1;
             }
-            costs.decisions.push((index as u32, bit, *p));
+            costs.decisions.push((index as u32, bit, p));
         }
-        let before = *p;
-        self.enc.encode_bit(&mut before.clone(), bit);
-        *p = adapt(before, bit, rate);
+        self.enc.encode_bit(&mut p.clone(), bit);
+        *m = adapt_model(word, bit);
     }
 
     #[inline]
@@ -837,7 +832,7 @@ impl<'a> ArithPricing<'a> {
 
     #[inline(always)]
     fn bit(&mut self, models: &[u16], offset: usize, bit: bool) {
-        let p0 = models.get(offset).copied().unwrap_or(PROB_INIT);
+        let p0 = models.get(offset).copied().unwrap_or(PROB_INIT) & PROB_MASK;
         let p = if bit { PROB_ONE - p0 } else { p0 };
         let cost = self.table.get(usize::from(p)).copied().unwrap_or(0);
         self.price = self.price.saturating_add(cost);
@@ -962,15 +957,15 @@ impl<'a> ArithReadStream<'a> {
 
     #[inline(always)]
     fn bit(&mut self, index: usize) -> Result<bool, CodecError> {
-        let rate = self.models.rate(index);
-        let p = self
+        let m = self
             .models
             .probs
             .get_mut(index)
             .ok_or(CodecError::Invalid { field: "model" })?;
-        let p0 = *p;
+        let word = *m;
+        let p0 = word & PROB_MASK;
         let bit = self.dec.decode_bit(&mut p0.clone())?;
-        *p = adapt(p0, bit, rate);
+        *m = adapt_model(word, bit);
         if let Some(costs) = self.costs.as_deref_mut() {
             costs.bits[index / PER_CTX] -= probability(p0, bit).log2();
         }
@@ -1230,14 +1225,17 @@ mod tests {
     }
 
     #[test]
-    fn every_rate_keeps_a_model_inside_the_coder_range() {
+    fn every_rate_keeps_a_model_inside_the_coder_range_and_its_word() {
         for rate in 0..=MAX_RATE {
             for start in [1, PRIOR_MIN, PROB_INIT, PROB_ONE - PRIOR_MIN, PROB_ONE - 1] {
                 for bit in [false, true] {
-                    let mut p = start;
+                    let (mut p, mut word) = (start, model(start, rate));
                     for _ in 0..200 {
                         p = adapt(p, bit, rate);
                         assert!((1..PROB_ONE).contains(&p), "rate {rate}, from {start}: {p}");
+                        // A model word keeps its rate through every update, and its probability is the same.
+                        word = adapt_model(word, bit);
+                        assert_eq!((word & PROB_MASK, word >> RATE_SHIFT), (p, u16::from(rate)));
                     }
                 }
             }
