@@ -392,7 +392,8 @@ pub struct FieldCosts {
     /// first of a model's in the stream is its prior): [`FieldCosts::add`] replays them at every rate.
     decisions: Vec<(u32, bool, u16)>,
     /// Per model, the bits its decisions would have cost at each rate: what [`FieldCosts::trained_rates`]
-    /// learns from.
+    /// learns from. Empty until a tally with decisions is added (a stream's own tally, copied at each checkpoint,
+    /// does not carry the 5 MB).
     rate_costs: Vec<[f64; RATES]>,
 }
 
@@ -403,7 +404,7 @@ impl Default for FieldCosts {
             names: [""; Ctx::COUNT],
             uses: vec![[0; 2]; PER_CTX * Ctx::COUNT],
             decisions: Vec::new(),
-            rate_costs: vec![[0.0; RATES]; PER_CTX * Ctx::COUNT],
+            rate_costs: Vec::new(),
         }
     }
 }
@@ -420,6 +421,11 @@ impl FieldCosts {
 
     /// Adds another tally into this one, replaying the decisions of `other`'s stream at every rate.
     pub fn add(&mut self, other: &FieldCosts) {
+        if self.rate_costs.is_empty()
+            && !(other.decisions.is_empty() && other.rate_costs.is_empty())
+        {
+            self.rate_costs = vec![[0.0; RATES]; PER_CTX * Ctx::COUNT];
+        }
         for (a, b) in self.rate_costs.iter_mut().zip(&other.rate_costs) {
             for (x, y) in a.iter_mut().zip(b) {
                 *x += y;
