@@ -934,7 +934,7 @@ const PRIOR_MIN_USES: u32 = 50;
 /// full-state rung and one from the pose-only rung.
 fn priors_source(full: &FieldCosts, pose_only: &FieldCosts, args: &Args) -> String {
     let mut out = String::from(
-        "//! The range coder's trained starting probabilities: generated, not written by hand.\n//!\n",
+        "//! The range coder's trained starting probabilities and rates of adaptation: generated, not written by hand.\n//!\n",
     );
     let lines = [
         format!(
@@ -948,11 +948,11 @@ fn priors_source(full: &FieldCosts, pose_only: &FieldCosts, args: &Args) -> Stri
         "per model, the full-state rung's for one table and the pose-only rung's for the other; models with at least"
             .to_string(),
         format!(
-            "{PRIOR_MIN_USES} decisions get the rule of succession's probability. Both ends of every link share the tables as"
+            "{PRIOR_MIN_USES} decisions get the rule of succession's probability and the rate their decisions, replayed from"
         ),
-        "constants; a context whose meaning changes should be retrained (a stale table costs compression, never"
+        "it, would have cost least at. Both ends of every link share the tables as constants; a context whose meaning"
             .to_string(),
-        "correctness).".to_string(),
+        "changes should be retrained (a stale table costs compression, never correctness).".to_string(),
     ];
     for line in lines {
         out += &format!("//! {line}\n");
