@@ -12,6 +12,9 @@
 //! A fresh model starts from a trained probability (the table in `codec/src/priors.rs`, measured offline on recorded
 //! katamari frames and shared by both ends as a constant), so a datagram does not spend its first decisions of
 //! every context learning what every datagram looks like; models the recording never used start at even odds.
+//! There are two tables ([`Priors`]): a pose-only link codes the same contexts as a full-state link with other
+//! statistics, and each section names the table of its state type before its first value. Each table also gives
+//! every model its rate of adaptation (see [`adapt`]), trained on the same recording.
 
 use std::cell::{Cell, RefCell};
 use std::sync::OnceLock;
@@ -37,24 +40,76 @@ fn tree_slot(levels: u32, node: usize) -> usize {
     (1 << levels) + node - 1
 }
 
-/// Every model's starting probability: the trained table over even odds.
-fn trained_priors() -> &'static [u16] {
-    static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut t = vec![PROB_INIT; PER_CTX * Ctx::COUNT];
-        for &(index, p) in crate::priors::TRAINED {
-            if let Some(m) = t.get_mut(index as usize) {
-                *m = p.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN);
-            }
-        }
-        t
-    })
+/// Which trained table a stream's models start from. A pose-only link (bodies as pose and at-rest flag only,
+/// predicted from two acked poses) codes the same contexts as a full-state link with other statistics: with one
+/// table trained on both, each kind of link paid for what the other taught it (on the katamari ladder, the
+/// pose-only rung's own table saved it 0.21 bits a changed cube).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Priors {
+    /// Full-state links: `priors::TRAINED`.
+    #[default]
+    Full,
+    /// Pose-only links (see [`crate::StateConfig::pose_only`]): `priors::TRAINED_POSE_ONLY`.
+    PoseOnly,
 }
 
-/// Every model's starting probability when priors are off: even odds.
+/// A model is one word: its probability of 0 (out of [`PROB_ONE`], always below it) in the low bits, and its rate
+/// of adaptation (see [`adapt`]) above them. The rate travels with the probability, from the table a model is reset
+/// from through every update, so coding a decision reads one word.
+const RATE_SHIFT: u32 = PROB_ONE.trailing_zeros();
+
+/// The probability bits of a model word.
+const PROB_MASK: u16 = PROB_ONE - 1;
+
+/// A model word of probability `p` (below [`PROB_ONE`]) and rate `rate` (at most [`MAX_RATE`]).
+#[inline(always)]
+fn model(p: u16, rate: u8) -> u16 {
+    (p & PROB_MASK) | (u16::from(rate.min(MAX_RATE)) << RATE_SHIFT)
+}
+
+/// A model word after coding `bit`: its probability adapted at its rate.
+#[inline(always)]
+fn adapt_model(word: u16, bit: bool) -> u16 {
+    let rate = (word >> RATE_SHIFT) as u8;
+    model(adapt(word & PROB_MASK, bit, rate), rate)
+}
+
+/// Every model's starting word: the probability from `trained` over even odds, the rate from `rates` over
+/// [`DEFAULT_RATE`].
+fn table_of(trained: &[(u32, u16)], rates: &[(u32, u8)]) -> Vec<u16> {
+    let mut t = vec![model(PROB_INIT, DEFAULT_RATE); PER_CTX * Ctx::COUNT];
+    for &(index, p) in trained {
+        if let Some(m) = t.get_mut(index as usize) {
+            *m = model(p.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN), DEFAULT_RATE);
+        }
+    }
+    for &(index, rate) in rates {
+        if let Some(m) = t.get_mut(index as usize) {
+            *m = model(*m, rate);
+        }
+    }
+    t
+}
+
+/// Every model's starting word: the trained tables of `priors`.
+fn trained_priors(priors: Priors) -> &'static [u16] {
+    static FULL: OnceLock<Vec<u16>> = OnceLock::new();
+    static POSE_ONLY: OnceLock<Vec<u16>> = OnceLock::new();
+    match priors {
+        Priors::Full => FULL.get_or_init(|| table_of(crate::priors::TRAINED, crate::priors::RATES)),
+        Priors::PoseOnly => POSE_ONLY.get_or_init(|| {
+            table_of(
+                crate::priors::TRAINED_POSE_ONLY,
+                crate::priors::RATES_POSE_ONLY,
+            )
+        }),
+    }
+}
+
+/// Every model's starting word when priors are off: even odds, [`DEFAULT_RATE`].
 fn flat_priors() -> &'static [u16] {
     static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
-    TABLE.get_or_init(|| vec![PROB_INIT; PER_CTX * Ctx::COUNT])
+    TABLE.get_or_init(|| table_of(&[], &[]))
 }
 
 /// The most skewed starting probability a prior may give (out of [`PROB_ONE`]): a model must still adapt.
@@ -80,9 +135,12 @@ pub fn model_tables_allocated() -> u64 {
 /// table in constant time whatever that table held before.
 #[derive(Debug)]
 struct Models {
+    /// Every model's word (see [`model`]).
     probs: Vec<u16>,
-    /// Where each model starts when first used in a stream (the trained priors, or even odds).
+    /// Where each model starts when first used in a stream (the trained priors and rates, or even odds).
     priors: &'static [u16],
+    /// Whether `priors` is a trained table, which [`Models::use_priors`] may swap for another.
+    trained: bool,
     /// Per context, bit `p` set: part `p` (see [`Models::part`]) has been reset in this stream.
     fresh: [u16; Ctx::COUNT],
 }
@@ -97,11 +155,20 @@ const PART_SMALL: u32 = 2;
 const PART_BUCKET: u32 = 7;
 
 impl Models {
-    fn new(priors: &'static [u16]) -> Self {
+    fn new(priors: Option<Priors>) -> Self {
         Self {
             probs: Self::table(),
-            priors,
+            priors: priors.map_or_else(flat_priors, trained_priors),
+            trained: priors.is_some(),
             fresh: [0; Ctx::COUNT],
+        }
+    }
+
+    /// Models first used from now on start from the table of `priors`, probability and rate (unless the stream
+    /// starts at even odds); models already used keep what they learned, and their rates.
+    fn use_priors(&mut self, priors: Priors) {
+        if self.trained {
+            self.priors = trained_priors(priors);
         }
     }
 
@@ -229,6 +296,7 @@ impl Clone for Models {
         Self {
             probs,
             priors: self.priors,
+            trained: self.trained,
             fresh: self.fresh,
         }
     }
@@ -276,18 +344,34 @@ fn bit_length(m: u64) -> u32 {
     64 - m.leading_zeros()
 }
 
-/// A model's probability of 0 after coding `bit`, by a shift of 3: a datagram's statistics stray from the trained
-/// priors it starts from, and it codes too few decisions per model for the coder's own slower shift of 4 (5 measured
-/// worse still, on the katamari ladder). The coder's update is applied to a copy and discarded.
+/// A model's probability of 0 after coding `bit`, moved toward it by a shift of `rate` (0: not moved; at most
+/// [`MAX_RATE`]). A datagram's statistics stray from the trained priors it starts from by more for some models
+/// than for others: a model that codes few decisions of a field whose odds change from datagram to datagram
+/// learns fast (1, 2), one whose prior holds keeps it (0, or 6 and 7). Each model's rate is trained with its
+/// prior ([`FieldCosts::trained_rates`]); on the katamari ladder the trained rates saved the pose-only rung 0.36
+/// bits a changed cube over one shift of 3 for all (itself the best single shift). The coder's own update
+/// is applied to a copy and discarded. Starting inside `1..PROB_ONE`, a model stays inside it.
 #[inline(always)]
-fn adapt(p0: u16, bit: bool) -> u16 {
-    const SHIFT: u32 = 3;
+fn adapt(p0: u16, bit: bool, rate: u8) -> u16 {
+    if rate == 0 {
+        return p0;
+    }
+    let shift = u32::from(rate.min(MAX_RATE));
     if bit {
-        p0 - (p0 >> SHIFT)
+        p0 - (p0 >> shift)
     } else {
-        p0 + ((PROB_ONE - p0) >> SHIFT)
+        p0 + ((PROB_ONE - p0) >> shift)
     }
 }
+
+/// The rate of a model the trained tables say nothing of.
+const DEFAULT_RATE: u8 = 3;
+
+/// The slowest rate a model may adapt at (a shift of 7).
+const MAX_RATE: u8 = 7;
+
+/// The rates [`FieldCosts::trained_rates`] chooses among: `0..=MAX_RATE`.
+const RATES: usize = MAX_RATE as usize + 1;
 
 /// The modelled probability of `bit` under a model whose probability of 0 is `p0`.
 #[inline]
@@ -304,6 +388,13 @@ pub struct FieldCosts {
     names: [&'static str; Ctx::COUNT],
     /// Per model, how many zeros and ones it coded: what [`FieldCosts::trained_priors`] learns from.
     uses: Vec<[u32; 2]>,
+    /// The decisions of the stream tallying, each with its model and the probability it was coded at (the
+    /// first of a model's in the stream is its prior): [`FieldCosts::add`] replays them at every rate.
+    decisions: Vec<(u32, bool, u16)>,
+    /// Per model, the bits its decisions would have cost at each rate: what [`FieldCosts::trained_rates`]
+    /// learns from. Empty until a tally with decisions is added (a stream's own tally, copied at each checkpoint,
+    /// does not carry the 5 MB).
+    rate_costs: Vec<[f64; RATES]>,
 }
 
 impl Default for FieldCosts {
@@ -312,6 +403,8 @@ impl Default for FieldCosts {
             bits: [0.0; Ctx::COUNT],
             names: [""; Ctx::COUNT],
             uses: vec![[0; 2]; PER_CTX * Ctx::COUNT],
+            decisions: Vec::new(),
+            rate_costs: Vec::new(),
         }
     }
 }
@@ -326,8 +419,29 @@ impl FieldCosts {
             .map(|(b, n)| (*n, *b))
     }
 
-    /// Adds another tally into this one.
+    /// Adds another tally into this one, replaying the decisions of `other`'s stream at every rate.
     pub fn add(&mut self, other: &FieldCosts) {
+        if self.rate_costs.is_empty()
+            && !(other.decisions.is_empty() && other.rate_costs.is_empty())
+        {
+            self.rate_costs = vec![[0.0; RATES]; PER_CTX * Ctx::COUNT];
+        }
+        for (a, b) in self.rate_costs.iter_mut().zip(&other.rate_costs) {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+        // Per model of the stream, its probability under each rate so far.
+        let mut replayed: std::collections::HashMap<u32, [u16; RATES]> = Default::default();
+        for &(index, bit, p) in &other.decisions {
+            let models = replayed.entry(index).or_insert([p; RATES]);
+            if let Some(costs) = self.rate_costs.get_mut(index as usize) {
+                for (rate, (m, cost)) in models.iter_mut().zip(costs.iter_mut()).enumerate() {
+                    *cost -= probability(*m, bit).log2();
+                    *m = adapt(*m, bit, rate as u8);
+                }
+            }
+        }
         for i in 0..Ctx::COUNT {
             self.bits[i] += other.bits[i];
             if !other.names[i].is_empty() {
@@ -356,6 +470,29 @@ impl FieldCosts {
                 (i as u32, q.clamp(PRIOR_MIN, PROB_ONE - PRIOR_MIN))
             })
             .filter(|&(_, q)| q != PROB_INIT)
+            .collect()
+    }
+
+    /// Rates learned from the decisions tallied: `(model, rate)` for every model of a codec context that coded at
+    /// least `min_uses` decisions and would have cost least at a rate other than [`DEFAULT_RATE`] (ties keep it).
+    /// The rate tables in `codec/src/priors.rs` are this, from the run the priors come from.
+    pub fn trained_rates(&self, min_uses: u32) -> Vec<(u32, u8)> {
+        let codec_models = Ctx::CODEC * PER_CTX;
+        self.rate_costs
+            .iter()
+            .zip(&self.uses)
+            .enumerate()
+            .take(codec_models)
+            .filter(|(_, (_, [z, o]))| z + o >= min_uses)
+            .filter_map(|(i, (costs, _))| {
+                let mut best = DEFAULT_RATE;
+                for (rate, &cost) in costs.iter().enumerate() {
+                    if cost < costs[usize::from(best)] {
+                        best = rate as u8;
+                    }
+                }
+                (best != DEFAULT_RATE).then_some((i as u32, best))
+            })
             .collect()
     }
 
@@ -401,15 +538,21 @@ impl Default for ArithWriteStream {
 impl ArithWriteStream {
     /// An empty stream with fresh models, starting from the trained priors.
     pub fn new() -> Self {
-        Self::with_priors(trained_priors())
+        Self::with_priors(Some(Priors::Full))
     }
 
     /// An empty stream whose models start at even odds, ignoring the trained priors: to measure what they save.
     pub fn with_flat_priors() -> Self {
-        Self::with_priors(flat_priors())
+        Self::with_priors(None)
     }
 
-    fn with_priors(priors: &'static [u16]) -> Self {
+    /// Models first used from now on start from the table of `priors` (see [`Priors`]); a packet section calls
+    /// it before its first value, and its reader at the same point.
+    pub fn use_priors(&mut self, priors: Priors) {
+        self.models.use_priors(priors);
+    }
+
+    fn with_priors(priors: Option<Priors>) -> Self {
         Self {
             enc: RangeEncoder::new(),
             models: Models::new(priors),
@@ -484,18 +627,20 @@ impl ArithWriteStream {
     /// Codes one decision under model `index`.
     #[inline(always)]
     fn bit(&mut self, index: usize, bit: bool) {
-        let Some(p) = self.models.probs.get_mut(index) else {
+        let Some(m) = self.models.probs.get_mut(index) else {
             return;
         };
+        let word = *m;
+        let p = word & PROB_MASK;
         if let Some(costs) = self.costs.as_deref_mut() {
-            costs.bits[index / PER_CTX] -= probability(*p, bit).log2();
+            costs.bits[index / PER_CTX] -= probability(p, bit).log2();
             if let Some(u) = costs.uses.get_mut(index) {
                 u[usize::from(bit)] += 1;
             }
+            costs.decisions.push((index as u32, bit, p));
         }
-        let before = *p;
-        self.enc.encode_bit(&mut before.clone(), bit);
-        *p = adapt(before, bit);
+        self.enc.encode_bit(&mut p.clone(), bit);
+        *m = adapt_model(word, bit);
     }
 
     #[inline]
@@ -693,7 +838,7 @@ impl<'a> ArithPricing<'a> {
 
     #[inline(always)]
     fn bit(&mut self, models: &[u16], offset: usize, bit: bool) {
-        let p0 = models.get(offset).copied().unwrap_or(PROB_INIT);
+        let p0 = models.get(offset).copied().unwrap_or(PROB_INIT) & PROB_MASK;
         let p = if bit { PROB_ONE - p0 } else { p0 };
         let cost = self.table.get(usize::from(p)).copied().unwrap_or(0);
         self.price = self.price.saturating_add(cost);
@@ -755,15 +900,20 @@ pub struct ArithReadStream<'a> {
 impl<'a> ArithReadStream<'a> {
     /// A stream over `bytes` with fresh models, starting from the trained priors.
     pub fn new(bytes: &'a [u8]) -> Result<Self, CodecError> {
-        Self::with_priors(bytes, trained_priors())
+        Self::with_priors(bytes, Some(Priors::Full))
     }
 
     /// A stream over what [`ArithWriteStream::with_flat_priors`] wrote.
     pub fn with_flat_priors(bytes: &'a [u8]) -> Result<Self, CodecError> {
-        Self::with_priors(bytes, flat_priors())
+        Self::with_priors(bytes, None)
     }
 
-    fn with_priors(bytes: &'a [u8], priors: &'static [u16]) -> Result<Self, CodecError> {
+    /// [`ArithWriteStream::use_priors`], at the point the writer called it.
+    pub fn use_priors(&mut self, priors: Priors) {
+        self.models.use_priors(priors);
+    }
+
+    fn with_priors(bytes: &'a [u8], priors: Option<Priors>) -> Result<Self, CodecError> {
         Ok(Self {
             dec: RangeDecoder::new(bytes)?,
             models: Models::new(priors),
@@ -813,14 +963,15 @@ impl<'a> ArithReadStream<'a> {
 
     #[inline(always)]
     fn bit(&mut self, index: usize) -> Result<bool, CodecError> {
-        let p = self
+        let m = self
             .models
             .probs
             .get_mut(index)
             .ok_or(CodecError::Invalid { field: "model" })?;
-        let p0 = *p;
+        let word = *m;
+        let p0 = word & PROB_MASK;
         let bit = self.dec.decode_bit(&mut p0.clone())?;
-        *p = adapt(p0, bit);
+        *m = adapt_model(word, bit);
         if let Some(costs) = self.costs.as_deref_mut() {
             costs.bits[index / PER_CTX] -= probability(p0, bit).log2();
         }
@@ -1031,6 +1182,124 @@ mod tests {
             assert_eq!(v, 8 + i % 2);
         }
         r.finish().unwrap();
+    }
+
+    /// Two of the codec's contexts whose trained tables differ: a position residual component and the unchanged
+    /// flag.
+    const TRAINED_A: Ctx = Ctx::new(5, "a");
+    const TRAINED_B: Ctx = Ctx::new(0, "b");
+
+    /// Writes values under `TRAINED_A` and `TRAINED_B`, switching to the pose-only priors after the first
+    /// `switch_at` (never if it is past the end), and returns the bytes.
+    fn switched(switch_at: usize) -> Vec<u8> {
+        let mut w = ArithWriteStream::new();
+        for i in 0..40 {
+            if i == switch_at {
+                w.use_priors(Priors::PoseOnly);
+            }
+            w.int(TRAINED_A, &mut (i as i32 % 5 - 2), -300, 300)
+                .unwrap();
+            w.bool(TRAINED_B, &mut (i % 3 == 0)).unwrap();
+        }
+        w.finish()
+    }
+
+    #[test]
+    fn a_switch_of_priors_mid_stream_round_trips() {
+        // Models used before the switch keep what they learned; models first used after it start from the
+        // pose-only table. The reader switches at the same point and reads back every value.
+        for switch_at in [0, 1, 17] {
+            let bytes = switched(switch_at);
+            let mut r = ArithReadStream::new(&bytes).unwrap();
+            for i in 0..40 {
+                if i == switch_at {
+                    r.use_priors(Priors::PoseOnly);
+                }
+                let (mut v, mut f) = (0, false);
+                r.int(TRAINED_A, &mut v, -300, 300).unwrap();
+                r.bool(TRAINED_B, &mut f).unwrap();
+                assert_eq!((v, f), (i as i32 % 5 - 2, i % 3 == 0));
+            }
+            r.finish().unwrap();
+        }
+        // The tables differ on these contexts, so where the switch happens shows in the bytes.
+        assert_ne!(switched(0), switched(usize::MAX));
+        // A stream at even odds ignores the switch.
+        let mut flat = ArithWriteStream::with_flat_priors();
+        flat.use_priors(Priors::PoseOnly);
+        assert_eq!(flat.models.priors, flat_priors());
+    }
+
+    #[test]
+    fn every_rate_keeps_a_model_inside_the_coder_range_and_its_word() {
+        for rate in 0..=MAX_RATE {
+            for start in [1, PRIOR_MIN, PROB_INIT, PROB_ONE - PRIOR_MIN, PROB_ONE - 1] {
+                for bit in [false, true] {
+                    let (mut p, mut word) = (start, model(start, rate));
+                    for _ in 0..200 {
+                        p = adapt(p, bit, rate);
+                        assert!((1..PROB_ONE).contains(&p), "rate {rate}, from {start}: {p}");
+                        // A model word keeps its rate through every update, and its probability is the same.
+                        word = adapt_model(word, bit);
+                        assert_eq!((word & PROB_MASK, word >> RATE_SHIFT), (p, u16::from(rate)));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn trained_rates_pick_the_cheapest_rate() {
+        // Under `A` a run of ones (learned fastest at rate 1), under `B` ones and zeros in turn (even odds,
+        // the prior, kept best at rate 0).
+        let mut total = FieldCosts::default();
+        for _ in 0..20 {
+            let mut w = ArithWriteStream::with_flat_priors();
+            w.track_costs();
+            for i in 0..30 {
+                w.bool(A, &mut true).unwrap();
+                w.bool(B, &mut (i % 2 == 0)).unwrap();
+            }
+            total.add(w.costs().unwrap());
+        }
+        let rates = total.trained_rates(50);
+        let flag = |ctx: Ctx| (ctx.slot() * PER_CTX + FLAG) as u32;
+        assert!(rates.contains(&(flag(A), 1)), "{rates:?}");
+        assert!(rates.contains(&(flag(B), 0)), "{rates:?}");
+        assert_eq!(rates.len(), 2);
+    }
+
+    #[test]
+    fn every_codec_context_round_trips_at_its_trained_rates() {
+        // Each context's models adapt at the rates its table gives them (0 to 7): extreme and ordinary values
+        // under every codec context, from both tables, read back exactly.
+        let values = [0, 1, -1, 5, -300, 4095, -4096, 17, 0, 0, 2, -2];
+        for priors in [Priors::Full, Priors::PoseOnly] {
+            let mut w = ArithWriteStream::new();
+            w.use_priors(priors);
+            for id in 0..Ctx::CODEC as u16 {
+                let ctx = Ctx::new(id, "c");
+                for (i, &v) in values.iter().enumerate() {
+                    w.int(ctx, &mut v.clone(), -4096, 4095).unwrap();
+                    w.int(ctx, &mut (v & 3), 0, 3).unwrap();
+                    w.bool(ctx, &mut (i % 3 == 0)).unwrap();
+                }
+            }
+            let bytes = w.finish();
+            let mut r = ArithReadStream::new(&bytes).unwrap();
+            r.use_priors(priors);
+            for id in 0..Ctx::CODEC as u16 {
+                let ctx = Ctx::new(id, "c");
+                for (i, &v) in values.iter().enumerate() {
+                    let (mut x, mut y, mut f) = (0, 0, false);
+                    r.int(ctx, &mut x, -4096, 4095).unwrap();
+                    r.int(ctx, &mut y, 0, 3).unwrap();
+                    r.bool(ctx, &mut f).unwrap();
+                    assert_eq!((x, y, f), (v, v & 3, i % 3 == 0), "context {id}");
+                }
+            }
+            r.finish().unwrap();
+        }
     }
 
     #[test]

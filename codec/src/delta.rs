@@ -10,6 +10,7 @@
 
 use std::borrow::Borrow;
 
+use crate::arith::Priors;
 use crate::error::CodecError;
 use crate::quant::bits_for;
 use crate::stream::{Ctx, MeasureStream, Stream};
@@ -175,6 +176,13 @@ pub trait DeltaState: Copy + PartialEq + Default {
     #[inline]
     fn predicts(config: &Self::Config, baseline: &Self, frames: u16) -> bool {
         Self::predict(config, baseline, frames).is_some()
+    }
+
+    /// Which trained table the range coder's models start from in a section of this type (see [`Priors`]): both
+    /// ends must agree, so it depends on the shared configuration only.
+    #[inline]
+    fn priors(_config: &Self::Config) -> Priors {
+        Priors::Full
     }
 
     /// Whether entries of this type may name an older acked state of the object besides its baseline, to

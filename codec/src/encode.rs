@@ -7,6 +7,7 @@
 //! that state types defined elsewhere (the shooter's player snapshots) implement [`DeltaState`] with the same
 //! encodings, using contexts from [`Ctx::user`] for their own fields.
 
+use crate::arith::Priors;
 use crate::delta::DeltaState;
 use crate::error::CodecError;
 use crate::neighbour::NEIGHBOUR_CLASSES;
@@ -1414,6 +1415,16 @@ impl DeltaState for ObjectState {
         let mut out = *self;
         out.body.position = config.quant.position.clamp(moved);
         out
+    }
+
+    /// A pose-only link's statistics are its own: no velocities, predictions from two acked poses.
+    #[inline]
+    fn priors(config: &StateConfig) -> Priors {
+        if config.pose_only {
+            Priors::PoseOnly
+        } else {
+            Priors::Full
+        }
     }
 
     /// A pose-only link sends no velocities to predict with: it extrapolates from two acked poses instead.

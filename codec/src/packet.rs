@@ -581,7 +581,10 @@ impl PacketWriter {
         let mut f = u32::from(frame);
         match &mut self.sink {
             Sink::Bit(s) => s.bits(FRAME, &mut f, 16)?,
-            Sink::Arith { stream, .. } => stream.bits(FRAME, &mut f, 16)?,
+            Sink::Arith { stream, .. } => {
+                stream.use_priors(T::priors(config));
+                stream.bits(FRAME, &mut f, 16)?
+            }
         }
         let budget_bits = (link.budget_bytes as u64) * 8;
         let used_bits = match &self.sink {
@@ -1248,6 +1251,7 @@ impl<'a> PacketReader<'a> {
         let (frame, entries) = match &mut self.source {
             Source::Bit(s) => read_section_entries(s, &self.link, config, sequence, history)?,
             Source::Arith(s) => {
+                s.use_priors(T::priors(config));
                 read_section_entries(s.as_mut(), &self.link, config, sequence, history)?
             }
         };

@@ -930,10 +930,11 @@ fn float_cubes(world: &World) -> Vec<FloatCube> {
 /// Models that coded fewer decisions than this in the training run keep even odds.
 const PRIOR_MIN_USES: u32 = 50;
 
-/// The source of `codec/src/priors.rs`: the priors the range-coded rungs' decisions teach.
-fn priors_source(uses: &FieldCosts, args: &Args) -> String {
+/// The source of `codec/src/priors.rs`: the priors the range-coded rungs' decisions teach, one table from the
+/// full-state rung and one from the pose-only rung.
+fn priors_source(full: &FieldCosts, pose_only: &FieldCosts, args: &Args) -> String {
     let mut out = String::from(
-        "//! The range coder's trained starting probabilities: generated, not written by hand.\n//!\n",
+        "//! The range coder's trained starting probabilities and rates of adaptation: generated, not written by hand.\n//!\n",
     );
     let lines = [
         format!(
@@ -942,27 +943,59 @@ fn priors_source(uses: &FieldCosts, args: &Args) -> String {
         ),
         "--write-priors codec/src/priors.rs`: the katamari scene at another speed than the measured run's (so the"
             .to_string(),
-        "ladder does not score on its own training data), every decision of its range-coded real-packet rungs (full"
+        "ladder does not score on its own training data), every decision of its range-coded real-packet rungs tallied"
+            .to_string(),
+        "per model, the full-state rung's for one table and the pose-only rung's for the other; models with at least"
             .to_string(),
         format!(
-            "state and pose only) tallied per model; models with at least {PRIOR_MIN_USES} decisions get the rule of"
+            "{PRIOR_MIN_USES} decisions get the rule of succession's probability and the rate their decisions, replayed from"
         ),
-        "succession's probability. Both ends of every link share the table as a constant; a context whose meaning"
+        "it, would have cost least at. Both ends of every link share the tables as constants; a context whose meaning"
             .to_string(),
         "changes should be retrained (a stale table costs compression, never correctness).".to_string(),
     ];
     for line in lines {
         out += &format!("//! {line}\n");
     }
-    out += "\n";
-    out += "/// `(model index, probability of 0 out of 4096)` for every trained model; the rest start at even odds.\n";
-    out += "#[rustfmt::skip]\npub(crate) const TRAINED: &[(u32, u16)] = &[\n";
-    for chunk in uses.trained_priors(PRIOR_MIN_USES).chunks(8) {
-        let row: Vec<String> = chunk.iter().map(|(i, p)| format!("({i}, {p})")).collect();
-        out += &format!("    {},\n", row.join(", "));
+    for (link, suffix, uses) in [
+        ("full-state", "", full),
+        ("pose-only", "_POSE_ONLY", pose_only),
+    ] {
+        let priors: Vec<String> = uses
+            .trained_priors(PRIOR_MIN_USES)
+            .iter()
+            .map(|(i, p)| format!("({i}, {p})"))
+            .collect();
+        out += &table_source(
+            &format!(
+                "`(model index, probability of 0 out of 4096)` for every trained model of a {link} link; the rest start at even odds."
+            ),
+            &format!("TRAINED{suffix}: &[(u32, u16)]"),
+            &priors,
+        );
+        let rates: Vec<String> = uses
+            .trained_rates(PRIOR_MIN_USES)
+            .iter()
+            .map(|(i, r)| format!("({i}, {r})"))
+            .collect();
+        out += &table_source(
+            &format!(
+                "`(model index, rate)` for every model of a {link} link trained to adapt at another rate than the default."
+            ),
+            &format!("RATES{suffix}: &[(u32, u8)]"),
+            &rates,
+        );
     }
-    out += "];\n";
     out
+}
+
+/// One table of `codec/src/priors.rs`: its doc line, its name and type, and its rows eight to a line.
+fn table_source(doc: &str, declaration: &str, rows: &[String]) -> String {
+    let mut out = format!("\n/// {doc}\n#[rustfmt::skip]\npub(crate) const {declaration} = &[\n");
+    for chunk in rows.chunks(8) {
+        out += &format!("    {},\n", chunk.join(", "));
+    }
+    out + "];\n"
 }
 
 /// One cube's pose-only state as the recorded frame's text: position, largest component, the three others,
@@ -1132,11 +1165,11 @@ fn main() {
         variant.step(frame_time * frame as u32, frame, &world, &floats);
     }
     if let Some(path) = &args.write_priors {
-        let mut uses = FieldCosts::default();
-        for r in real.iter().chain([&pose_only]) {
-            uses.add(&r.uses);
+        let mut full = FieldCosts::default();
+        for r in &real {
+            full.add(&r.uses);
         }
-        std::fs::write(path, priors_source(&uses, &args)).expect("priors written");
+        std::fs::write(path, priors_source(&full, &pose_only.uses, &args)).expect("priors written");
     }
     let kbps: serde_json::Map<String, Value> = rungs
         .iter()
