@@ -20,6 +20,7 @@ pub mod forces;
 pub mod grip;
 pub mod interaction;
 pub mod priority;
+pub mod resting_boxes;
 pub mod rolling;
 pub mod scene;
 pub mod scene_file;
@@ -34,8 +35,8 @@ use rapier3d::math::{Pose, Vector};
 use rapier3d::parry::bounding_volume::BoundingVolume;
 use rapier3d::parry::query;
 use rapier3d::prelude::{
-    ActiveCollisionTypes, ColliderBuilder, ColliderHandle, ContactPair, PhysicsWorld, QueryFilter,
-    RigidBody, RigidBodyBuilder, RigidBodyHandle, RigidBodyType,
+    ActiveCollisionTypes, ColliderBuilder, ColliderHandle, ContactPair, PhysicsWorld, RigidBody,
+    RigidBodyBuilder, RigidBodyHandle, RigidBodyType,
 };
 
 use at_rest::{RestDetector, Sample};
@@ -47,6 +48,7 @@ use convert::{
 };
 use events::EventLog;
 use priority::{HIGH_ENERGY_SPEED, PriorityTimers};
+use resting_boxes::RestingBoxes;
 use rolling::RollingLoss;
 use scene::{ObjectId, SceneSpec};
 use smoothing::{MAX_BLEND_STEP, RenderError};
@@ -230,6 +232,8 @@ struct Scratch {
     frontier: Vec<ObjectId>,
     /// Resting objects a moving or held object may reach in the coming step, and whether a held one does.
     reached: Vec<(ObjectId, bool)>,
+    /// The resting objects' boxes going into the step.
+    resting_boxes: RestingBoxes,
 }
 
 /// Resets a scratch vector to `len` copies of `value`, keeping its allocation.
@@ -450,10 +454,25 @@ impl World {
     /// [`hold_at_rest`]), so one left resting would meet the mover as a wall for the step: a thrown cube would stop
     /// dead on it, and a pushed pile would not give way. Woken here, it takes its share of the impact in the same
     /// step, as a sleeping rapier body does. One woken by a held object is no mere stir (see
-    /// [`Object::still_since_stir`]). Candidates come from the broad phase's tree, at the box the mover sweeps:
-    /// its own contact pairs lag a step behind a fast mover, and a kinematic body has none with fixed ones.
+    /// [`Object::still_since_stir`]). Candidates are the resting objects whose boxes the box the mover sweeps
+    /// touches ([`RestingBoxes`]): the mover's own contact pairs lag a step behind it, and a kinematic body has none
+    /// with fixed ones.
     fn wake_what_movers_reach(&mut self) {
-        if !self.objects.iter().any(|o| o.at_rest) {
+        let mut boxes = std::mem::take(&mut self.scratch.resting_boxes);
+        boxes.rebuild(
+            self.objects
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| o.at_rest)
+                .map(|(id, o)| {
+                    (
+                        self.physics.colliders[o.collider].compute_aabb(),
+                        id as ObjectId,
+                    )
+                }),
+        );
+        if boxes.is_empty() {
+            self.scratch.resting_boxes = boxes;
             return;
         }
         let dt = self.dt();
@@ -473,16 +492,8 @@ impl World {
             let mover = &self.physics.colliders[object.collider];
             let velocity = (next.translation - body.translation()) / dt;
             let sweep = mover.compute_swept_aabb(&next).loosened(margin);
-            for (collider, other) in self
-                .physics
-                .intersect_aabb_conservative(sweep, QueryFilter::only_fixed())
-            {
-                let Some(id) = self
-                    .object_of(collider)
-                    .filter(|&id| self.objects[usize::from(id)].at_rest)
-                else {
-                    continue;
-                };
+            for id in boxes.touching(sweep) {
+                let other = &self.physics.colliders[self.objects[usize::from(id)].collider];
                 let closing = query::contact(
                     mover.position(),
                     mover.shape(),
@@ -511,6 +522,7 @@ impl World {
             }
         }
         self.scratch.reached = reached;
+        self.scratch.resting_boxes = boxes;
     }
 
     /// Quantize-both-sides: every free object starts the step from its quantized state (a resting object's
