@@ -42,10 +42,7 @@ impl World {
         if object.authority.view.authority != local {
             return Err(ForceError::NotAuthority(id));
         }
-        if object.at_rest {
-            object.at_rest = false;
-            object.rest.clear();
-        }
+        super::release_from_rest(&mut self.physics.bodies[object.body], object);
         object.still_since_stir = false;
         Ok(object.body)
     }

@@ -8,6 +8,7 @@
 //! every other peer plays that grip as sent and never gives way on its own contacts, so all agree.
 
 use nalgebra::Isometry3;
+use rapier3d::parry::query;
 use rapier3d::prelude::ColliderHandle;
 
 use super::World;
@@ -48,6 +49,7 @@ impl World {
             // Whether the other body is pressed too deep into something: looked up once, and only for a
             // contact this step pushes into.
             let mut pinned = None;
+            let mut depth = None;
             for manifold in pair.solver_manifolds() {
                 let contacts = &manifold.data.solver_contacts;
                 let normal = vec_from_rapier(manifold.data.normal) * sign;
@@ -55,7 +57,8 @@ impl World {
                 if contacts.is_empty() || into <= 0.0 {
                     continue;
                 }
-                let blocked = contacts.iter().any(|c| -c.dist > GIVE_WAY_DEPTH)
+                let blocked = *depth.get_or_insert_with(|| self.depth(collider, other))
+                    > GIVE_WAY_DEPTH
                     || *pinned.get_or_insert_with(|| self.deepest_contact(other) > GIVE_WAY_DEPTH);
                 let allowed = if blocked {
                     0.0
@@ -78,13 +81,32 @@ impl World {
         after.inverse() * placed
     }
 
-    /// How deep the deepest active contact of a collider goes (m; 0 when nothing overlaps it).
+    /// How deep the deepest active contact of a collider goes (m; 0 when nothing overlaps it), measured
+    /// afresh ([`World::depth`]).
     fn deepest_contact(&self, collider: ColliderHandle) -> f32 {
         self.physics
             .contact_pairs_with(collider)
-            .flat_map(|pair| pair.solver_manifolds())
-            .flat_map(|manifold| manifold.data.solver_contacts.iter())
-            .map(|contact| -contact.dist)
+            .filter(|pair| pair.has_any_active_contact())
+            .map(|pair| {
+                let other = if pair.collider1 == collider {
+                    pair.collider2
+                } else {
+                    pair.collider1
+                };
+                self.depth(collider, other)
+            })
             .fold(0.0, f32::max)
+    }
+
+    /// How deep two colliders overlap where they stand now (m; 0 when they do not). Not the depth of their
+    /// solver contacts: rapier computes those at the start of a step, before it moves the bodies, and keeps them
+    /// unchanged while a pair is recycled (up to the prediction distance of relative motion), so they can show a
+    /// contact pressed a step or two deeper as still touching.
+    fn depth(&self, a: ColliderHandle, b: ColliderHandle) -> f32 {
+        let (a, b) = (&self.physics.colliders[a], &self.physics.colliders[b]);
+        query::contact(a.position(), a.shape(), b.position(), b.shape(), 0.0)
+            .ok()
+            .flatten()
+            .map_or(0.0, |c| (-c.dist).max(0.0))
     }
 }

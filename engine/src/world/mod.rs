@@ -20,6 +20,7 @@ pub mod forces;
 pub mod grip;
 pub mod interaction;
 pub mod priority;
+pub mod resting_boxes;
 pub mod rolling;
 pub mod scene;
 pub mod scene_file;
@@ -31,9 +32,11 @@ mod tests;
 use nalgebra::{Isometry3, Translation3, Vector3};
 use physync_codec::{BodyState, ObjectState, QuantConfig, Vec3Quantizer};
 use rapier3d::math::{Pose, Vector};
+use rapier3d::parry::bounding_volume::BoundingVolume;
+use rapier3d::parry::query;
 use rapier3d::prelude::{
-    ColliderBuilder, ColliderHandle, ContactPair, PhysicsWorld, RigidBody, RigidBodyBuilder,
-    RigidBodyHandle, RigidBodyType,
+    ActiveCollisionTypes, ColliderBuilder, ColliderHandle, ContactPair, PhysicsWorld, RigidBody,
+    RigidBodyBuilder, RigidBodyHandle, RigidBodyType,
 };
 
 use at_rest::{RestDetector, Sample};
@@ -45,6 +48,7 @@ use convert::{
 };
 use events::EventLog;
 use priority::{HIGH_ENERGY_SPEED, PriorityTimers};
+use resting_boxes::RestingBoxes;
 use rolling::RollingLoss;
 use scene::{ObjectId, SceneSpec};
 use smoothing::{MAX_BLEND_STEP, RenderError};
@@ -229,6 +233,10 @@ struct Scratch {
     shown_before: Vec<Vector3<f32>>,
     /// Objects whose contacts touch propagation still has to visit.
     frontier: Vec<ObjectId>,
+    /// Resting objects a moving or held object may reach in the coming step, and whether a held one does.
+    reached: Vec<(ObjectId, bool)>,
+    /// The resting objects' boxes going into the step.
+    resting_boxes: RestingBoxes,
 }
 
 /// Resets a scratch vector to `len` copies of `value`, keeping its allocation.
@@ -283,6 +291,13 @@ impl World {
             step_floor(&config.quant.angular_velocity),
         ];
         let gravity = physics.gravity.length();
+        // A resting object's body is fixed (see [`World::hold_at_rest`]): its contacts with other resting
+        // objects and the level stay listed, so that a resting object still knows it is supported.
+        let resting_contacts = if config.at_rest_detection {
+            ActiveCollisionTypes::default() | ActiveCollisionTypes::FIXED_FIXED
+        } else {
+            ActiveCollisionTypes::default()
+        };
         for piece in &scene.level {
             physics.insert(
                 RigidBodyBuilder::fixed().pose(pose_to_rapier(&piece.pose.isometry())),
@@ -306,6 +321,7 @@ impl World {
                         .angular_damping(spec.material.angular_damping)
                         .can_sleep(!config.at_rest_detection),
                     ColliderBuilder::new(spec.shape.shared_shape())
+                        .active_collision_types(resting_contacts)
                         .density(spec.material.density)
                         .friction(spec.material.friction)
                         .restitution(spec.material.restitution),
@@ -388,6 +404,9 @@ impl World {
         shown_before.extend(self.objects.iter().map(|o| {
             vec_from_rapier(self.physics.bodies[o.body].translation()) + o.render_error.position
         }));
+        if self.config.at_rest_detection {
+            self.wake_what_movers_reach();
+        }
         if self.config.quantize_both_sides || self.config.at_rest_detection {
             self.write_back_before_step();
         }
@@ -432,9 +451,87 @@ impl World {
         self.frame += 1;
     }
 
-    /// Quantize-both-sides and rest holding: every free object starts the step from its quantized state, and
-    /// a resting object that something woke from its resting pose with zero velocity. A body already there is
-    /// not touched at all: rapier takes any mutable access to a body for a user change.
+    /// Wakes, before the step, every resting object that something closes in on and may reach in it: a free
+    /// object moving faster than [`STIR_SPEED`] that closes in faster than that and is within a step's travel at
+    /// that speed plus rapier's contact prediction distance (the contacts the coming step solves), or a held
+    /// object closing in at any speed that reaches it within its next pose. A resting body is fixed (see
+    /// [`hold_at_rest`]), so one left resting would meet the mover as a wall for the step: a thrown cube would stop
+    /// dead on it, and a pushed pile would not give way. Woken here, it takes its share of the impact in the same
+    /// step, as a sleeping rapier body does. One woken by a held object is no mere stir (see
+    /// [`Object::still_since_stir`]). Candidates are the resting objects whose boxes the box the mover sweeps
+    /// touches ([`RestingBoxes`]): the mover's own contact pairs lag a step behind it, and a kinematic body has none
+    /// with fixed ones.
+    fn wake_what_movers_reach(&mut self) {
+        let mut boxes = std::mem::take(&mut self.scratch.resting_boxes);
+        boxes.rebuild(
+            self.objects
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| o.at_rest)
+                .map(|(id, o)| {
+                    (
+                        self.physics.colliders[o.collider].compute_aabb(),
+                        id as ObjectId,
+                    )
+                }),
+        );
+        if boxes.is_empty() {
+            self.scratch.resting_boxes = boxes;
+            return;
+        }
+        let dt = self.dt();
+        let margin = self.physics.integration_parameters.prediction_distance();
+        let mut reached = std::mem::take(&mut self.scratch.reached);
+        reached.clear();
+        for object in &self.objects {
+            let body = &self.physics.bodies[object.body];
+            let held = object.holder.is_some();
+            let (next, least, slack) = if held {
+                (*body.next_position(), 0.0, 0.0)
+            } else if !object.at_rest && body.linvel().length() > STIR_SPEED {
+                (body.predict_position_using_velocity(dt), STIR_SPEED, margin)
+            } else {
+                continue;
+            };
+            let mover = &self.physics.colliders[object.collider];
+            let velocity = (next.translation - body.translation()) / dt;
+            let sweep = mover.compute_swept_aabb(&next).loosened(margin);
+            for id in boxes.touching(sweep) {
+                let other = &self.physics.colliders[self.objects[usize::from(id)].collider];
+                let closing = query::contact(
+                    mover.position(),
+                    mover.shape(),
+                    other.position(),
+                    other.shape(),
+                    velocity.length() * dt + slack,
+                )
+                .ok()
+                .flatten()
+                .is_some_and(|c| {
+                    let approach = velocity.dot(c.normal1);
+                    approach > least && c.dist <= approach * dt + slack
+                });
+                if closing {
+                    reached.push((id, held));
+                }
+            }
+        }
+        for &(id, by_hand) in &reached {
+            let object = &mut self.objects[usize::from(id)];
+            if object.at_rest {
+                release_from_rest(&mut self.physics.bodies[object.body], object);
+                object.still_since_stir = !by_hand;
+            } else if by_hand {
+                object.still_since_stir = false;
+            }
+        }
+        self.scratch.reached = reached;
+        self.scratch.resting_boxes = boxes;
+    }
+
+    /// Quantize-both-sides: every free object starts the step from its quantized state (a resting object's
+    /// fixed body already sits on its resting pose). A body already there is not touched at all: rapier takes
+    /// any mutable access to a body for a user change.
     fn write_back_before_step(&mut self) {
         let quant = self.config.quant;
         let quantize = self.config.quantize_both_sides;
@@ -442,32 +539,21 @@ impl World {
             if object.holder.is_some() {
                 continue;
             }
-            let body = &self.physics.bodies[object.body];
-            if object.at_rest && body.is_sleeping() {
+            if object.at_rest || !quantize {
                 continue;
             }
-            let (pose, linvel, angvel) = if object.at_rest {
-                (
-                    pose_to_rapier(&object.rest_pose),
-                    Vector::ZERO,
-                    Vector::ZERO,
-                )
-            } else if quantize {
-                rapier_state(
-                    &quant,
-                    &QuantizedBody::state(&mut object.quantized, &quant, body),
-                )
-            } else {
-                continue;
-            };
+            let body = &self.physics.bodies[object.body];
+            let (pose, linvel, angvel) = rapier_state(
+                &quant,
+                &QuantizedBody::state(&mut object.quantized, &quant, body),
+            );
             if *body.position() == pose && body.linvel() == linvel && body.angvel() == angvel {
                 continue;
             }
-            let wake = !object.at_rest;
             let body = &mut self.physics.bodies[object.body];
-            body.set_position(pose, wake);
-            body.set_linvel(linvel, wake);
-            body.set_angvel(angvel, wake);
+            body.set_position(pose, true);
+            body.set_linvel(linvel, true);
+            body.set_angvel(angvel, true);
         }
     }
 
@@ -495,9 +581,8 @@ impl World {
     /// The networked object a collider belongs to, if it is one (the floor is not).
     fn object_of(&self, collider: ColliderHandle) -> Option<ObjectId> {
         let body = self.physics.colliders.get(collider)?.parent()?;
-        let rb = self.physics.bodies.get(body)?;
-        rb.is_dynamic_or_kinematic()
-            .then_some(rb.user_data as ObjectId)
+        let id = self.physics.bodies.get(body)?.user_data as usize;
+        (self.objects.get(id)?.body == body).then_some(id as ObjectId)
     }
 
     /// Reads this step's contacts into the scratch buffers: the object pairs in contact, which objects touch
@@ -613,14 +698,8 @@ impl World {
                     || body.linvel().length() > WAKE_LINEAR_SPEED
                     || body.angvel().length() > WAKE_ANGULAR_SPEED;
                 if stirred || moving {
-                    object.at_rest = false;
+                    release_from_rest(&mut self.physics.bodies[object.body], object);
                     object.still_since_stir = !moving;
-                    object.rest.clear();
-                    self.physics.bodies[object.body].wake_up(true);
-                } else if !body.is_sleeping() {
-                    let body = &mut self.physics.bodies[object.body];
-                    body.set_position(pose_to_rapier(&object.rest_pose), false);
-                    body.sleep();
                 }
                 continue;
             }
@@ -638,13 +717,11 @@ impl World {
                 velocities: [lx, ly, lz, ax, ay, az],
                 settling: supported && !touches_held && slow,
             };
-            if object.rest.push(&sample) {
-                object.at_rest = true;
+            // Nothing comes to rest under a hand's press: its fixed body would lose the contact (a held body is
+            // kinematic, and rapier pairs no kinematic body with a fixed one), and the grip would stop giving way.
+            if object.rest.push(&sample) && !touches_held {
                 object.still_since_stir = false;
-                object.rest_pose = pose;
-                let body = &mut self.physics.bodies[object.body];
-                body.set_position(pose_to_rapier(&pose), false);
-                body.sleep();
+                hold_at_rest(&mut self.physics.bodies[object.body], object, pose);
             }
         }
         self.scratch = scratch;
@@ -755,8 +832,14 @@ impl World {
         let object = &mut self.objects[usize::from(id)];
         let body = &mut self.physics.bodies[object.body];
         let (before, velocity_before) = (pose_from_rapier(body.position()), body.linvel());
-        write_body(body, &quant, state);
         let after = state_pose(&quant, state);
+        if state.at_rest && self.config.at_rest_detection {
+            hold_at_rest(body, object, after);
+        } else {
+            release_from_rest(body, object);
+            object.rest.clear();
+            write_body(body, &quant, state);
+        }
         object.applied = Some(AppliedState {
             frame,
             jump_m: (after.translation.vector - before.translation.vector).norm(),
@@ -765,13 +848,6 @@ impl World {
         });
         object.render_error = RenderError::between(&shown, &after);
         object.still_since_stir = false;
-        if state.at_rest && self.config.at_rest_detection {
-            object.at_rest = true;
-            object.rest_pose = after;
-        } else {
-            object.at_rest = false;
-            object.rest.clear();
-        }
     }
 
     /// Moves a remote object the way its sender moved it: given the state the object will be written to `steps`
@@ -955,7 +1031,14 @@ impl World {
             .contact_pairs()
             .filter(|p| p.has_any_active_contact())
             .count();
-        (self.physics.islands.num_active_bodies(), contacts)
+        // rapier leaves a body turned fixed (an object at rest) in its awake set, where the solver skips it.
+        let simulated = self
+            .physics
+            .islands
+            .active_bodies()
+            .filter(|&body| !self.physics.bodies[body].is_fixed())
+            .count();
+        (simulated, contacts)
     }
 
     /// Whether the object is at rest (ring-buffer decision).
@@ -1074,6 +1157,27 @@ fn rapier_state(quant: &QuantConfig, state: &BodyState) -> (Pose, Vector, Vector
 /// walk a copy back from wherever its own physics took it, and would jump it on screen or push it through
 /// what is in the way.
 const LEAD_SPEED_MARGIN: f32 = 3.0;
+
+/// Holds an object at rest at `pose` (its quantized resting pose): its body turns fixed there, so rapier
+/// neither moves it nor solves it, and it need not be written back before each step. A dynamic body that merely
+/// sleeps is woken and moved by every write-back of a neighbour that moves (rapier wakes whatever touches a body
+/// the user moved), so a pile held that way never sleeps.
+fn hold_at_rest(body: &mut RigidBody, object: &mut Object, pose: Isometry3<f32>) {
+    object.at_rest = true;
+    object.rest_pose = pose;
+    body.set_position(pose_to_rapier(&pose), false);
+    body.set_body_type(RigidBodyType::Fixed, false);
+}
+
+/// Ends an object's rest: its body is dynamic again (still, where it rested), and it needs a full window of
+/// still frames to rest again. A body that is not at rest is left as it is.
+fn release_from_rest(body: &mut RigidBody, object: &mut Object) {
+    if object.at_rest {
+        object.at_rest = false;
+        object.rest.clear();
+        body.set_body_type(RigidBodyType::Dynamic, true);
+    }
+}
 
 /// Writes a quantized state into a rapier body.
 fn write_body(body: &mut RigidBody, quant: &QuantConfig, state: &BodyState) {

@@ -66,6 +66,25 @@ fn every_scene_settles_on_its_floor() {
     }
 }
 
+/// A resting object costs rapier no simulation: its body is fixed, so once a pile has settled rapier simulates
+/// no body at all, step after step, and nothing moves. (Resting bodies that were only put to sleep were woken every
+/// step by the rest write-backs of their neighbours, and a settled pile was simulated for ever.)
+#[test]
+fn a_settled_pile_leaves_rapier_nothing_to_simulate() {
+    let mut world = World::new(WorldConfig::default(), &SceneSpec::pile(64, 9));
+    let settled = (0..900).any(|_| {
+        world.step();
+        (0..64).all(|id| world.is_at_rest(id))
+    });
+    assert!(settled, "the pile comes to rest within 15 s");
+    let reference = states(&world);
+    for frame in 0..120 {
+        world.step();
+        assert_eq!(world.simulated_load().0, 0, "frame {frame} after settling");
+    }
+    assert_eq!(states(&world), reference);
+}
+
 #[test]
 fn quantize_both_sides_keeps_states_on_the_grid() {
     let mut world = World::new(WorldConfig::default(), &SceneSpec::pile(27, 3));
