@@ -24,7 +24,9 @@ const DELAY_MEMORY: Duration = Duration::from_secs(3);
 
 /// The most play time slows down (a share of real time) when the delay mapping grows, as it does when the
 /// fastest delay seen expires from its window: jumping back would make the receiver's simulation run ahead of
-/// the updates it then plays, and every object it extrapolated from them would step back.
+/// the updates it then plays, and every object it extrapolated from them would step back. It is also the most
+/// play time speeds up when a faster packet shrinks the mapping by less than the play-out delay: jumping forward
+/// would play two of a sender's frames in one step, and every remote object would take a double step.
 const MAX_SLOWDOWN: f64 = 0.1;
 
 /// How many steps ahead [`FrameJitterBuffer::upcoming_objects`] looks for an object's next update: the play-out
@@ -218,8 +220,9 @@ impl FrameJitterBuffer {
 
     /// The sender time being played at local time `now`, once anything arrived: `now` minus the play-out
     /// delay and the smallest delay seen recently, moving forward at no less than [`MAX_SLOWDOWN`] under real
-    /// time when that delay grows (a faster mapping is taken at once: updates skipped forward are applied
-    /// together, the newest last).
+    /// time when that delay grows, and at no more than it over real time when it shrinks, unless by more than the
+    /// play-out delay (then the new mapping is taken at once: updates skipped forward are applied together, the
+    /// newest last).
     fn play_time(&mut self, now: Duration) -> Option<f64> {
         let play = self.play_time_at(now)?;
         self.played = Some((now, play));
@@ -232,7 +235,14 @@ impl FrameJitterBuffer {
         let target = now.as_secs_f64() - self.delay.as_secs_f64() - delay;
         Some(match self.played {
             Some((at, played)) if now >= at => {
-                target.max(played + (now - at).as_secs_f64() * (1.0 - MAX_SLOWDOWN))
+                let elapsed = (now - at).as_secs_f64();
+                let slowest = played + elapsed * (1.0 - MAX_SLOWDOWN);
+                let fastest = played + elapsed * (1.0 + MAX_SLOWDOWN);
+                if target > fastest && target - fastest < self.delay.as_secs_f64() {
+                    fastest
+                } else {
+                    target.max(slowest)
+                }
             }
             _ => target,
         })
@@ -545,6 +555,41 @@ mod tests {
                 "frame {frame}: play time {play} after {last}"
             );
             (last, at) = (play, now);
+        }
+    }
+
+    /// A packet faster than any before moves the mapping on by 30 ms: the play time catches up at no more than
+    /// [`MAX_SLOWDOWN`] over real time, so no step plays two frames of a sender at once, and it gets there within
+    /// 20 frames. A mapping moved on by more than the play-out delay (150 ms here) is taken at once.
+    #[test]
+    fn play_time_catches_up_gradually_when_a_faster_packet_arrives() {
+        for (faster, gradual) in [(0.03, true), (0.15, false)] {
+            let mut b = FrameJitterBuffer::new(DEFAULT_JITTER_DELAY, 60, QuantConfig::default());
+            let (mut last, mut at) = (f64::MIN, Duration::ZERO);
+            let (mut fastest_pace, mut caught_up) = (0.0_f64, None);
+            for frame in 0..300u16 {
+                let sent = f64::from(frame) / 60.0;
+                let late = if frame >= 60 { 0.2 - faster } else { 0.2 };
+                b.push(Duration::from_secs_f64(sent + late), frame, &[], &[]);
+                let now = Duration::from_secs_f64(sent + 0.2);
+                let play = b.play_time(now).unwrap();
+                if frame >= 60 {
+                    fastest_pace = fastest_pace.max((play - last) / (now - at).as_secs_f64());
+                    let target = now.as_secs_f64() - 0.1 - (0.2 - faster);
+                    if caught_up.is_none() && (play - target).abs() < 1e-6 {
+                        caught_up = Some(frame);
+                    }
+                }
+                (last, at) = (play, now);
+            }
+            let caught_up = caught_up.expect("the play time reaches its new mapping");
+            if gradual {
+                assert!(fastest_pace <= 1.0 + MAX_SLOWDOWN + 1e-6, "{fastest_pace}");
+                assert!(caught_up < 80, "caught up at frame {caught_up}");
+            } else {
+                assert!(fastest_pace > 2.0, "{fastest_pace}");
+                assert_eq!(caught_up, 60);
+            }
         }
     }
 
