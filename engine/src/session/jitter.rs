@@ -314,24 +314,15 @@ impl FrameJitterBuffer {
         // A stable sort by id keeps each object's updates in play order: the first names the object's first
         // step, and the last update of that step is the one kept.
         out.sort_by_key(|u| u.id);
-        let (mut kept, mut i) = (0, 0);
-        while i < out.len() {
-            let first = out[i];
-            let mut last = i;
-            while out
-                .get(last + 1)
-                .is_some_and(|u| u.id == first.id && u.steps == first.steps)
-            {
-                last += 1;
+        out.dedup_by(|later, kept| {
+            if later.id != kept.id {
+                return false;
             }
-            out[kept] = out[last];
-            kept += 1;
-            i = last + 1;
-            while out.get(i).is_some_and(|u| u.id == first.id) {
-                i += 1;
+            if later.steps == kept.steps {
+                *kept = *later;
             }
-        }
-        out.truncate(kept);
+            true
+        });
     }
 
     /// Object updates waiting for their play time.

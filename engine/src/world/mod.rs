@@ -875,7 +875,6 @@ impl World {
         let quant = &self.config.quant;
         let to = state_pose(quant, &next.body);
         let velocity = vec_from_array(next.body.linear_velocity_f32(quant));
-        let spin = vec_from_array(next.body.angular_velocity_f32(quant));
         let gravity = vec_from_rapier(self.physics.gravity);
         let dt = self.dt();
         let n = steps.max(1) as f32;
@@ -892,6 +891,7 @@ impl World {
         let path = (to.translation.vector - from.translation.vector) / (n * dt) - fall;
         let speed = body.linvel().length().max(velocity.norm());
         if path.norm() > speed + LEAD_SPEED_MARGIN {
+            let spin = vec_from_array(next.body.angular_velocity_f32(quant));
             body.set_linvel(vec_to_rapier(&(velocity - gravity * dt)), true);
             body.set_angvel(vec_to_rapier(&spin), true);
             return;

@@ -196,8 +196,8 @@ impl GuestSession {
     }
 
     /// Plays the host's frames due at `now`: remote avatars first (hands open or close), then the object updates
-    /// of the same frames, each judged per the rules (host to guest); then the updates the next step will play
-    /// lead the remote objects they name into this step.
+    /// of the same frames, each judged per the rules (host to guest); then the next update the buffer holds for
+    /// each remote object leads it along its sender's path.
     fn play_remote_frames(&mut self, now: Duration) {
         let me = self.player;
         for p in 0..MAX_PLAYERS as u8 {

@@ -541,11 +541,16 @@ impl PeerHost {
         }
     }
 
+    /// The length of one fixed step.
+    fn step_length(&self) -> Duration {
+        Duration::from_secs(1) / self.config.world.step_hz
+    }
+
     /// Plays every guest's frames due at `now` into the world: its avatar first (hands open or close), then the
-    /// object updates sent beside it, each checked and judged per the rules (guest to host); then the guest's
-    /// updates the next step will play lead the objects it has authority over into this step.
+    /// object updates sent beside it, each checked and judged per the rules (guest to host); then the next update
+    /// the guest's buffer holds for each object it has authority over leads that object along its path.
     fn play_guest_frames(&mut self, now: Duration) {
-        let step = Duration::from_secs(1) / self.config.world.step_hz;
+        let step = self.step_length();
         let addrs: Vec<SocketAddr> = self.guests.keys().copied().collect();
         for from in addrs {
             let Some(guest) = self.guests.get_mut(&from) else {
@@ -575,6 +580,7 @@ impl PeerHost {
             }
             self.due = due;
             let mut upcoming = std::mem::take(&mut self.upcoming);
+            upcoming.clear();
             if let Some(guest) = self.guests.get(&from) {
                 guest
                     .frames
@@ -796,7 +802,7 @@ impl PeerHost {
                 g.next_keepalive = now + self.config.keepalive_interval;
             }
         }
-        let step = Duration::from_secs(1) / self.config.world.step_hz;
+        let step = self.step_length();
         let mut steps = 0;
         while self.next_step <= now {
             if steps == MAX_CATCH_UP_STEPS {
