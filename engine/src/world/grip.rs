@@ -102,11 +102,37 @@ impl World {
     /// solver contacts: rapier computes those at the start of a step, before it moves the bodies, and keeps them
     /// unchanged while a pair is recycled (up to the prediction distance of relative motion), so they can show a
     /// contact pressed a step or two deeper as still touching.
+    /// A collider taken out of the world since the last step (everything a released object touched is put
+    /// back under a new handle) is not there: rapier still lists its pairs until the next step.
     fn depth(&self, a: ColliderHandle, b: ColliderHandle) -> f32 {
-        let (a, b) = (&self.physics.colliders[a], &self.physics.colliders[b]);
+        let (Some(a), Some(b)) = (self.physics.colliders.get(a), self.physics.colliders.get(b))
+        else {
+            return 0.0;
+        };
         query::contact(a.position(), a.shape(), b.position(), b.shape(), 0.0)
             .ok()
             .flatten()
             .map_or(0.0, |c| (-c.dist).max(0.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::world::scene::SceneSpec;
+    use crate::world::{World, WorldConfig};
+
+    /// Contact pairs name colliders rapier may no longer hold: everything a released object touched is taken out
+    /// of the world and put back under a new handle, and its old pairs stay listed until the next step. A hand
+    /// pressing its cube into such a pair looked the old handle up and panicked (a bot pressing a cube while
+    /// another player let go of one beside it).
+    #[test]
+    fn the_depth_of_a_pair_with_a_collider_put_back_is_none() {
+        let mut world = World::new(WorldConfig::default(), &SceneSpec::table());
+        world.step();
+        let (old, other) = (world.objects[0].collider, world.objects[1].collider);
+        world.forget_contact_impulses(0);
+        assert_ne!(world.objects[0].collider, old);
+        assert_eq!(world.depth(old, other), 0.0);
+        assert_eq!(world.depth(other, old), 0.0);
     }
 }
