@@ -29,6 +29,21 @@ const DELAY_MEMORY: Duration = Duration::from_secs(3);
 /// would play two of a sender's frames in one step, and every remote object would take a double step.
 const MAX_SLOWDOWN: f64 = 0.1;
 
+/// Where in a sender frame the play time stands (a share of the frame past the frame's own time): far enough
+/// from the frame's edges that a step's clock jitter never plays two frames or none, early enough that an
+/// update plays soon after its time.
+const PLAY_PHASE: f64 = 0.25;
+
+/// How far (in sender frames) the delay mapping may move before the play time follows it. Less than a frame of
+/// drift is the fastest delay seen wobbling as packets expire from its window; following it would, now and
+/// then, play no frame in one step and two in the next.
+const PLAY_SLACK_FRAMES: f64 = 0.75;
+
+/// How far (in sender frames) the delay mapping may move the other way, to a smaller delay, before the play
+/// time follows it: just over half a frame, so it plays in the mapping's own frame once the fastest delay seen
+/// has settled (a longer wait would only add latency).
+const PLAY_CATCH_UP_FRAMES: f64 = 0.55;
+
 /// How many steps ahead [`FrameJitterBuffer::upcoming_objects`] looks for an object's next update: the play-out
 /// delay (100 ms, 6 steps at 60 Hz) and then some, so an update lost or left out of a packet is bridged by the
 /// next one queued.
@@ -44,6 +59,17 @@ pub struct Upcoming {
     pub state: ObjectState,
     /// Steps from the coming one (1) to the one that plays it.
     pub steps: u32,
+}
+
+/// The play time a [`FrameJitterBuffer`] last handed out, and where it is heading.
+#[derive(Debug, Clone, Copy)]
+struct PlayClock {
+    /// When it was handed out (local time).
+    at: Duration,
+    /// The sender time played then (seconds).
+    play: f64,
+    /// While it moves to a new mapping: local minus sender time (seconds) once there.
+    heading: Option<f64>,
 }
 
 /// Samples kept per player (a little over a second at 60 Hz).
@@ -104,6 +130,11 @@ impl SenderClock {
         sender_time
     }
 
+    /// The length of one of the sender's frames (seconds).
+    pub fn frame_seconds(&self) -> f64 {
+        1.0 / f64::from(self.step_hz)
+    }
+
     /// The smallest delay seen recently: local time minus sender time for the fastest packet (seconds).
     pub fn delay(&self) -> Option<f64> {
         self.delays.front().map(|&(_, d)| d)
@@ -120,8 +151,8 @@ pub struct FrameJitterBuffer {
     samples: [VecDeque<(f64, AvatarState)>; MAX_PLAYERS],
     /// Object updates: (sender time in seconds, id, state), oldest first.
     objects: VecDeque<(f64, u16, ObjectState)>,
-    /// The last play time handed out, and when.
-    played: Option<(Duration, f64)>,
+    /// The last play time handed out.
+    played: Option<PlayClock>,
 }
 
 impl FrameJitterBuffer {
@@ -185,7 +216,7 @@ impl FrameJitterBuffer {
         avatars: &[TimedAvatar],
         objects: &[(u16, ObjectState)],
     ) {
-        let played = self.played.map(|(_, play)| play);
+        let played = self.played.map(|p| p.play);
         let packet_time = self.clock.observe(now, frame);
         self.push_avatars(packet_time, avatars);
         if played.is_none_or(|play| packet_time > play) {
@@ -219,32 +250,65 @@ impl FrameJitterBuffer {
     }
 
     /// The sender time being played at local time `now`, once anything arrived: `now` minus the play-out
-    /// delay and the smallest delay seen recently, moving forward at no less than [`MAX_SLOWDOWN`] under real
-    /// time when that delay grows, and at no more than it over real time when it shrinks, unless by more than the
-    /// play-out delay (then the new mapping is taken at once: updates skipped forward are applied together, the
-    /// newest last).
+    /// delay and the smallest delay seen recently, with the play time placed [`PLAY_PHASE`] into a sender frame
+    /// so that steps a frame apart each play exactly one of the sender's frames. It runs at real time while that
+    /// mapping stays within [`PLAY_SLACK_FRAMES`] (later) or [`PLAY_CATCH_UP_FRAMES`] (earlier) of where it is
+    /// heading; beyond, it heads for the mapping (placed in its frame the same way) at no less than
+    /// [`MAX_SLOWDOWN`] under real time when the mapping grew, and at no more than it over real time when it
+    /// shrank, unless by more than the play-out delay (then the new mapping is taken at once: updates skipped
+    /// forward are applied together, the newest last).
     fn play_time(&mut self, now: Duration) -> Option<f64> {
-        let play = self.play_time_at(now)?;
-        self.played = Some((now, play));
-        Some(play)
+        let clock = self.play_clock_at(now)?;
+        self.played = Some(clock);
+        Some(clock.play)
     }
 
     /// The play time [`FrameJitterBuffer::play_time`] would hand out at `now` if nothing else arrived first.
     fn play_time_at(&self, now: Duration) -> Option<f64> {
+        self.play_clock_at(now).map(|c| c.play)
+    }
+
+    fn play_clock_at(&self, now: Duration) -> Option<PlayClock> {
         let delay = self.clock.delay()?;
         let target = now.as_secs_f64() - self.delay.as_secs_f64() - delay;
-        Some(match self.played {
-            Some((at, played)) if now >= at => {
-                let elapsed = (now - at).as_secs_f64();
-                let slowest = played + elapsed * (1.0 - MAX_SLOWDOWN);
-                let fastest = played + elapsed * (1.0 + MAX_SLOWDOWN);
-                if target > fastest && target - fastest < self.delay.as_secs_f64() {
-                    fastest
-                } else {
-                    target.max(slowest)
-                }
-            }
-            _ => target,
+        let frame = self.clock.frame_seconds();
+        let placed = |t: f64| ((t / frame - PLAY_PHASE).round() + PLAY_PHASE) * frame;
+        let Some(last) = self.played else {
+            return Some(PlayClock {
+                at: now,
+                play: placed(target),
+                heading: None,
+            });
+        };
+        let elapsed = now.as_secs_f64() - last.at.as_secs_f64();
+        let steady = last.play + elapsed;
+        if elapsed <= 0.0 {
+            return Some(PlayClock {
+                at: now,
+                play: steady,
+                ..last
+            });
+        }
+        let now_s = now.as_secs_f64();
+        let heading = last.heading.map_or(steady, |offset| now_s - offset);
+        let goal = if (-PLAY_SLACK_FRAMES * frame..=PLAY_CATCH_UP_FRAMES * frame)
+            .contains(&(target - heading))
+        {
+            heading
+        } else {
+            placed(target)
+        };
+        let play = if goal - steady > self.delay.as_secs_f64() {
+            goal
+        } else if goal > steady {
+            goal.min(last.play + elapsed * (1.0 + MAX_SLOWDOWN))
+        } else {
+            goal.max(last.play + elapsed * (1.0 - MAX_SLOWDOWN))
+        };
+        Some(PlayClock {
+            at: now,
+            play,
+            heading: (play != goal).then_some(now_s - goal),
         })
     }
 
@@ -550,8 +614,8 @@ mod tests {
     }
 
     /// A packet faster than any before moves the mapping on by 30 ms: the play time catches up at no more than
-    /// [`MAX_SLOWDOWN`] over real time, so no step plays two frames of a sender at once, and it gets there within
-    /// 20 frames. A mapping moved on by more than the play-out delay (150 ms here) is taken at once.
+    /// [`MAX_SLOWDOWN`] over real time, so no step plays two frames of a sender at once, and it gets within half
+    /// a frame of the new mapping (the middle of the frame it falls in) within 20 frames. A mapping moved on by more than the play-out delay (150 ms here) is taken at once.
     #[test]
     fn play_time_catches_up_gradually_when_a_faster_packet_arrives() {
         for (faster, gradual) in [(0.03, true), (0.15, false)] {
@@ -567,7 +631,7 @@ mod tests {
                 if frame >= 60 {
                     fastest_pace = fastest_pace.max((play - last) / (now - at).as_secs_f64());
                     let target = now.as_secs_f64() - 0.1 - (0.2 - faster);
-                    if caught_up.is_none() && (play - target).abs() < 1e-6 {
+                    if caught_up.is_none() && (play - target).abs() <= 0.5 / 60.0 + 1e-9 {
                         caught_up = Some(frame);
                     }
                 }
@@ -582,6 +646,39 @@ mod tests {
                 assert_eq!(caught_up, 60);
             }
         }
+    }
+
+    /// The fastest delay seen moves by 1.5 ms now and then (a packet a little faster than the rest arrives, and
+    /// expires from the window 3 s later), with the receiver's steps falling right on the sender's frame
+    /// boundaries. Every step after the first second must still play exactly one of the sender's frames: a step
+    /// that plays none stalls every remote object for a frame, and one that plays two makes them take a double
+    /// step.
+    #[test]
+    fn a_wobbling_fastest_delay_plays_one_frame_every_step() {
+        let mut b = FrameJitterBuffer::new(DEFAULT_JITTER_DELAY, 60, QuantConfig::default());
+        let mut due = Vec::new();
+        let mut uneven = Vec::new();
+        for frame in 0..1200u16 {
+            let sent = f64::from(frame) / 60.0;
+            let late = if frame % 400 == 0 { 0.0985 } else { 0.1 };
+            let mut update = ObjectState::default();
+            update.body.position = [i32::from(frame), 0, 0];
+            b.push(
+                Duration::from_secs_f64(sent + late),
+                frame,
+                &[],
+                &[(1, update)],
+            );
+            due.clear();
+            b.pop_objects(Duration::from_secs_f64(sent + 0.2), &mut due);
+            if frame >= 60 && due.len() != 1 {
+                uneven.push((frame, due.len()));
+            }
+        }
+        assert!(
+            uneven.is_empty(),
+            "steps playing other than one frame: {uneven:?}"
+        );
     }
 
     #[test]
@@ -612,21 +709,28 @@ mod tests {
                 ));
             }
         }
-        // Play time is arrival - 100 ms - the 50 ms fastest delay: the shown x lags by 150 ms, without jitter.
-        for (t, x) in shown {
-            assert!((f64::from(x) - (t - 0.15)).abs() < 0.01, "at {t}: {x}");
-        }
+        // Play time is arrival - 100 ms - the 50 ms fastest delay, placed in its frame: the shown x lags by
+        // 150 ms give or take a frame, and the 40 ms spread of arrivals does not show.
+        let lags: Vec<f64> = shown.iter().map(|&(t, x)| t - f64::from(x)).collect();
+        let (min, max) = lags
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), &l| (lo.min(l), hi.max(l)));
+        let mean = lags.iter().sum::<f64>() / lags.len() as f64;
+        assert!(max - min < 0.02, "lag between {min} and {max} s");
+        assert!((mean - 0.15).abs() < 1.0 / 60.0, "mean lag {mean} s");
     }
 
     #[test]
     fn sample_offsets_place_relayed_samples_earlier() {
         let quant = QuantConfig::default();
         let mut buffer = FrameJitterBuffer::new(Duration::ZERO, 60, quant);
-        let old = TimedAvatar::new(avatar(2, 0.0, &quant), Duration::from_millis(100));
+        // 5.5 frames apart: halfway between them is where the play time stands in a frame (PLAY_PHASE).
+        let old = TimedAvatar::new(avatar(2, 0.0, &quant), Duration::from_secs_f64(5.5 / 60.0));
         let new = TimedAvatar::new(avatar(2, 1.0, &quant), Duration::ZERO);
         buffer.push(Duration::from_secs(1), 60, &[old], &[]);
         buffer.push(Duration::from_secs(1), 60, &[new], &[]);
-        let halfway = buffer.sample(Duration::from_millis(950), 2).unwrap();
+        let halfway = Duration::from_secs(1) - Duration::from_secs_f64(2.75 / 60.0);
+        let halfway = buffer.sample(halfway, 2).unwrap();
         let x = quant.position.dequantize(halfway.head.position)[0];
         assert!((x - 0.5).abs() < 0.01, "{x}");
         assert!(buffer.sample(Duration::from_secs(1), 3).is_none());
