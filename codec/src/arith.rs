@@ -53,25 +53,44 @@ pub enum Priors {
     PoseOnly,
 }
 
-/// A model is one word: its probability of 0 (out of [`PROB_ONE`], always below it) in the low bits, and its rate
-/// of adaptation (see [`adapt`]) above them. The rate travels with the probability, from the table a model is reset
-/// from through every update, so coding a decision reads one word.
+/// A model is one word: its probability of 0 (out of [`PROB_ONE`], always below it) in the low bits, and above them
+/// the shift its rate of adaptation (see [`adapt`]) moves it by, [`STILL_SHIFT`] for rate 0. The shift travels with
+/// the probability, from the table a model is reset from through every update, so coding a decision reads one word
+/// and adapts it with one shift, without a branch on the rate.
 const RATE_SHIFT: u32 = PROB_ONE.trailing_zeros();
 
 /// The probability bits of a model word.
 const PROB_MASK: u16 = PROB_ONE - 1;
 
+/// The shift of a model that does not adapt (rate 0): any probability shifted by it is 0, so it never moves.
+const STILL_SHIFT: u16 = 15;
+
+/// The shift a model word holds for `rate` (at most [`MAX_RATE`]).
+#[inline(always)]
+fn shift_of(rate: u8) -> u16 {
+    match rate {
+        0 => STILL_SHIFT,
+        r => u16::from(r.min(MAX_RATE)),
+    }
+}
+
 /// A model word of probability `p` (below [`PROB_ONE`]) and rate `rate` (at most [`MAX_RATE`]).
 #[inline(always)]
 fn model(p: u16, rate: u8) -> u16 {
-    (p & PROB_MASK) | (u16::from(rate.min(MAX_RATE)) << RATE_SHIFT)
+    (p & PROB_MASK) | (shift_of(rate) << RATE_SHIFT)
 }
 
-/// A model word after coding `bit`: its probability adapted at its rate.
+/// A model word after coding `bit`: its probability adapted at its rate, as [`adapt`] moves it.
 #[inline(always)]
 fn adapt_model(word: u16, bit: bool) -> u16 {
-    let rate = (word >> RATE_SHIFT) as u8;
-    model(adapt(word & PROB_MASK, bit, rate), rate)
+    let shift = word >> RATE_SHIFT;
+    let p = word & PROB_MASK;
+    let p = if bit {
+        p - (p >> shift)
+    } else {
+        p + ((PROB_ONE - p) >> shift)
+    };
+    (word & !PROB_MASK) | p
 }
 
 /// Every model's starting word: the probability from `trained` over even odds, the rate from `rates` over
@@ -85,7 +104,7 @@ fn table_of(trained: &[(u32, u16)], rates: &[(u32, u8)]) -> Vec<u16> {
     }
     for &(index, rate) in rates {
         if let Some(m) = t.get_mut(index as usize) {
-            *m = model(*m, rate);
+            *m = model(*m & PROB_MASK, rate);
         }
     }
     t
@@ -1241,7 +1260,7 @@ mod tests {
                         assert!((1..PROB_ONE).contains(&p), "rate {rate}, from {start}: {p}");
                         // A model word keeps its rate through every update, and its probability is the same.
                         word = adapt_model(word, bit);
-                        assert_eq!((word & PROB_MASK, word >> RATE_SHIFT), (p, u16::from(rate)));
+                        assert_eq!((word & PROB_MASK, word >> RATE_SHIFT), (p, shift_of(rate)));
                     }
                 }
             }
