@@ -515,11 +515,35 @@ impl FieldCosts {
             .collect()
     }
 
-    #[inline]
+    /// Charges `ctx` with `bits`. Out of line and cold, like [`FieldCosts::decision`].
+    #[cold]
+    #[inline(never)]
     fn charge(&mut self, ctx: Ctx, bits: f64) {
         let slot = ctx.slot();
         self.bits[slot] += bits;
         self.names[slot] = ctx.name;
+    }
+
+    /// Tallies a decision the writer coded: `bit` under model `index` at probability `p0` of 0. Out of line and
+    /// cold: a stream tallies only in benchmarks, and the tally inlined into every decision kept the coder's
+    /// registers spilled to memory.
+    #[cold]
+    #[inline(never)]
+    fn decision(&mut self, index: usize, bit: bool, p0: u16) {
+        self.decided(index, bit, p0);
+        if let Some(u) = self.uses.get_mut(index) {
+            u[usize::from(bit)] += 1;
+        }
+        self.decisions.push((index as u32, bit, p0));
+    }
+
+    /// Tallies a decision the reader decoded (the cost alone; see [`FieldCosts::decision`]).
+    #[cold]
+    #[inline(never)]
+    fn decided(&mut self, index: usize, bit: bool, p0: u16) {
+        if let Some(b) = self.bits.get_mut(index / PER_CTX) {
+            *b -= probability(p0, bit).log2();
+        }
     }
 }
 
@@ -652,11 +676,7 @@ impl ArithWriteStream {
         let word = *m;
         let p = word & PROB_MASK;
         if let Some(costs) = self.costs.as_deref_mut() {
-            costs.bits[index / PER_CTX] -= probability(p, bit).log2();
-            if let Some(u) = costs.uses.get_mut(index) {
-                u[usize::from(bit)] += 1;
-            }
-            costs.decisions.push((index as u32, bit, p));
+            costs.decision(index, bit, p);
         }
         self.enc.encode_bit(&mut p.clone(), bit);
         *m = adapt_model(word, bit);
@@ -992,7 +1012,7 @@ impl<'a> ArithReadStream<'a> {
         let bit = self.dec.decode_bit(&mut p0.clone())?;
         *m = adapt_model(word, bit);
         if let Some(costs) = self.costs.as_deref_mut() {
-            costs.bits[index / PER_CTX] -= probability(p0, bit).log2();
+            costs.decided(index, bit, p0);
         }
         Ok(bit)
     }
