@@ -977,14 +977,6 @@ impl<'a> ArithReadStream<'a> {
         }
     }
 
-    #[inline]
-    fn direct(&mut self, ctx: Ctx, bits: u32) -> Result<u32, CodecError> {
-        if let Some(costs) = self.costs.as_deref_mut() {
-            costs.charge(ctx, f64::from(bits));
-        }
-        self.dec.decode_direct(bits)
-    }
-
     /// Bytes consumed so far.
     pub fn position(&self) -> usize {
         self.dec.position()
@@ -1002,19 +994,12 @@ impl<'a> ArithReadStream<'a> {
 
     #[inline(always)]
     fn bit(&mut self, index: usize) -> Result<bool, CodecError> {
-        let m = self
-            .models
-            .probs
-            .get_mut(index)
-            .ok_or(CodecError::Invalid { field: "model" })?;
-        let word = *m;
-        let p0 = word & PROB_MASK;
-        let bit = self.dec.decode_bit(&mut p0.clone())?;
-        *m = adapt_model(word, bit);
-        if let Some(costs) = self.costs.as_deref_mut() {
-            costs.decided(index, bit, p0);
-        }
-        Ok(bit)
+        decode_bit(
+            &mut self.dec,
+            &mut self.models.probs,
+            self.costs.as_deref_mut(),
+            index,
+        )
     }
 
     /// Decodes a value in `min..=max`; inlined like [`ArithWriteStream::value`].
@@ -1038,7 +1023,70 @@ impl<'a> ArithReadStream<'a> {
         self.wide_value(ctx, min, max)
     }
 
-    /// [`ArithReadStream::value`] for a range of more than 16 values.
+    /// [`ArithReadStream::value`] for a range of more than 16 values, decoded on a local copy of the decoder (see
+    /// [`Decoding`]).
+    fn wide_value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
+        let mut d = Decoding {
+            dec: self.dec,
+            models: &mut self.models,
+            costs: self.costs.as_deref_mut(),
+        };
+        let v = d.wide_value(ctx, min, max);
+        self.dec = d.dec;
+        v
+    }
+}
+
+/// Decodes one decision under model `index` of `probs` and adapts the model (tallying its cost in `costs`).
+#[inline(always)]
+fn decode_bit(
+    dec: &mut RangeDecoder<'_>,
+    probs: &mut [u16],
+    costs: Option<&mut FieldCosts>,
+    index: usize,
+) -> Result<bool, CodecError> {
+    let m = probs
+        .get_mut(index)
+        .ok_or(CodecError::Invalid { field: "model" })?;
+    let word = *m;
+    let p0 = word & PROB_MASK;
+    let bit = dec.decode_decision(p0)?;
+    *m = adapt_model(word, bit);
+    if let Some(costs) = costs {
+        costs.decided(index, bit, p0);
+    }
+    Ok(bit)
+}
+
+/// A wide value's decisions decoded on a copy of the stream's decoder: a local whose registers stay in machine
+/// registers across the decisions rather than going through memory on each (the caller writes the copy back).
+struct Decoding<'s, 'a> {
+    dec: RangeDecoder<'a>,
+    models: &'s mut Models,
+    costs: Option<&'s mut FieldCosts>,
+}
+
+impl Decoding<'_, '_> {
+    #[inline(always)]
+    fn bit(&mut self, index: usize) -> Result<bool, CodecError> {
+        decode_bit(
+            &mut self.dec,
+            &mut self.models.probs,
+            self.costs.as_deref_mut(),
+            index,
+        )
+    }
+
+    #[inline(always)]
+    fn direct(&mut self, ctx: Ctx, bits: u32) -> Result<u32, CodecError> {
+        if let Some(costs) = self.costs.as_deref_mut() {
+            costs.charge(ctx, f64::from(bits));
+        }
+        self.dec.decode_direct(bits)
+    }
+
+    /// Decodes a value in `min..=max`, a range of more than 16 values, as [`walk_wide_value`] coded it.
+    #[inline(always)]
     fn wide_value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
         let sh = shape(min, max);
         let c = self.models.bucket(ctx, sh.levels);
