@@ -466,7 +466,9 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
             _ => 0,
         };
         let mut path = e.path;
-        if let Some(paths) = priced.as_deref_mut()
+        // An unchanged entry is its flag alone on every pass: nothing to price.
+        if path != DeltaPath::Unchanged
+            && let Some(paths) = priced.as_deref_mut()
             && let Some(pricing) = s.pricing()
             && let Some(slot) = paths.get_mut(usize::from(e.id))
         {
