@@ -53,25 +53,44 @@ pub enum Priors {
     PoseOnly,
 }
 
-/// A model is one word: its probability of 0 (out of [`PROB_ONE`], always below it) in the low bits, and its rate
-/// of adaptation (see [`adapt`]) above them. The rate travels with the probability, from the table a model is reset
-/// from through every update, so coding a decision reads one word.
+/// A model is one word: its probability of 0 (out of [`PROB_ONE`], always below it) in the low bits, and above them
+/// the shift its rate of adaptation (see [`adapt`]) moves it by, [`STILL_SHIFT`] for rate 0. The shift travels with
+/// the probability, from the table a model is reset from through every update, so coding a decision reads one word
+/// and adapts it with one shift, without a branch on the rate.
 const RATE_SHIFT: u32 = PROB_ONE.trailing_zeros();
 
 /// The probability bits of a model word.
 const PROB_MASK: u16 = PROB_ONE - 1;
 
+/// The shift of a model that does not adapt (rate 0): any probability shifted by it is 0, so it never moves.
+const STILL_SHIFT: u16 = 15;
+
+/// The shift a model word holds for `rate` (at most [`MAX_RATE`]).
+#[inline(always)]
+fn shift_of(rate: u8) -> u16 {
+    match rate {
+        0 => STILL_SHIFT,
+        r => u16::from(r.min(MAX_RATE)),
+    }
+}
+
 /// A model word of probability `p` (below [`PROB_ONE`]) and rate `rate` (at most [`MAX_RATE`]).
 #[inline(always)]
 fn model(p: u16, rate: u8) -> u16 {
-    (p & PROB_MASK) | (u16::from(rate.min(MAX_RATE)) << RATE_SHIFT)
+    (p & PROB_MASK) | (shift_of(rate) << RATE_SHIFT)
 }
 
-/// A model word after coding `bit`: its probability adapted at its rate.
+/// A model word after coding `bit`: its probability adapted at its rate, as [`adapt`] moves it.
 #[inline(always)]
 fn adapt_model(word: u16, bit: bool) -> u16 {
-    let rate = (word >> RATE_SHIFT) as u8;
-    model(adapt(word & PROB_MASK, bit, rate), rate)
+    let shift = word >> RATE_SHIFT;
+    let p = word & PROB_MASK;
+    let p = if bit {
+        p - (p >> shift)
+    } else {
+        p + ((PROB_ONE - p) >> shift)
+    };
+    (word & !PROB_MASK) | p
 }
 
 /// Every model's starting word: the probability from `trained` over even odds, the rate from `rates` over
@@ -85,7 +104,7 @@ fn table_of(trained: &[(u32, u16)], rates: &[(u32, u8)]) -> Vec<u16> {
     }
     for &(index, rate) in rates {
         if let Some(m) = t.get_mut(index as usize) {
-            *m = model(*m, rate);
+            *m = model(*m & PROB_MASK, rate);
         }
     }
     t
@@ -496,11 +515,35 @@ impl FieldCosts {
             .collect()
     }
 
-    #[inline]
+    /// Charges `ctx` with `bits`. Out of line and cold, like [`FieldCosts::decision`].
+    #[cold]
+    #[inline(never)]
     fn charge(&mut self, ctx: Ctx, bits: f64) {
         let slot = ctx.slot();
         self.bits[slot] += bits;
         self.names[slot] = ctx.name;
+    }
+
+    /// Tallies a decision the writer coded: `bit` under model `index` at probability `p0` of 0. Out of line and
+    /// cold: a stream tallies only in benchmarks, and the tally inlined into every decision kept the coder's
+    /// registers spilled to memory.
+    #[cold]
+    #[inline(never)]
+    fn decision(&mut self, index: usize, bit: bool, p0: u16) {
+        self.decided(index, bit, p0);
+        if let Some(u) = self.uses.get_mut(index) {
+            u[usize::from(bit)] += 1;
+        }
+        self.decisions.push((index as u32, bit, p0));
+    }
+
+    /// Tallies a decision the reader decoded (the cost alone; see [`FieldCosts::decision`]).
+    #[cold]
+    #[inline(never)]
+    fn decided(&mut self, index: usize, bit: bool, p0: u16) {
+        if let Some(b) = self.bits.get_mut(index / PER_CTX) {
+            *b -= probability(p0, bit).log2();
+        }
     }
 }
 
@@ -633,11 +676,7 @@ impl ArithWriteStream {
         let word = *m;
         let p = word & PROB_MASK;
         if let Some(costs) = self.costs.as_deref_mut() {
-            costs.bits[index / PER_CTX] -= probability(p, bit).log2();
-            if let Some(u) = costs.uses.get_mut(index) {
-                u[usize::from(bit)] += 1;
-            }
-            costs.decisions.push((index as u32, bit, p));
+            costs.decision(index, bit, p);
         }
         self.enc.encode_bit(&mut p.clone(), bit);
         *m = adapt_model(word, bit);
@@ -938,14 +977,6 @@ impl<'a> ArithReadStream<'a> {
         }
     }
 
-    #[inline]
-    fn direct(&mut self, ctx: Ctx, bits: u32) -> Result<u32, CodecError> {
-        if let Some(costs) = self.costs.as_deref_mut() {
-            costs.charge(ctx, f64::from(bits));
-        }
-        self.dec.decode_direct(bits)
-    }
-
     /// Bytes consumed so far.
     pub fn position(&self) -> usize {
         self.dec.position()
@@ -963,19 +994,12 @@ impl<'a> ArithReadStream<'a> {
 
     #[inline(always)]
     fn bit(&mut self, index: usize) -> Result<bool, CodecError> {
-        let m = self
-            .models
-            .probs
-            .get_mut(index)
-            .ok_or(CodecError::Invalid { field: "model" })?;
-        let word = *m;
-        let p0 = word & PROB_MASK;
-        let bit = self.dec.decode_bit(&mut p0.clone())?;
-        *m = adapt_model(word, bit);
-        if let Some(costs) = self.costs.as_deref_mut() {
-            costs.bits[index / PER_CTX] -= probability(p0, bit).log2();
-        }
-        Ok(bit)
+        decode_bit(
+            &mut self.dec,
+            &mut self.models.probs,
+            self.costs.as_deref_mut(),
+            index,
+        )
     }
 
     /// Decodes a value in `min..=max`; inlined like [`ArithWriteStream::value`].
@@ -999,7 +1023,70 @@ impl<'a> ArithReadStream<'a> {
         self.wide_value(ctx, min, max)
     }
 
-    /// [`ArithReadStream::value`] for a range of more than 16 values.
+    /// [`ArithReadStream::value`] for a range of more than 16 values, decoded on a local copy of the decoder (see
+    /// [`Decoding`]).
+    fn wide_value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
+        let mut d = Decoding {
+            dec: self.dec,
+            models: &mut self.models,
+            costs: self.costs.as_deref_mut(),
+        };
+        let v = d.wide_value(ctx, min, max);
+        self.dec = d.dec;
+        v
+    }
+}
+
+/// Decodes one decision under model `index` of `probs` and adapts the model (tallying its cost in `costs`).
+#[inline(always)]
+fn decode_bit(
+    dec: &mut RangeDecoder<'_>,
+    probs: &mut [u16],
+    costs: Option<&mut FieldCosts>,
+    index: usize,
+) -> Result<bool, CodecError> {
+    let m = probs
+        .get_mut(index)
+        .ok_or(CodecError::Invalid { field: "model" })?;
+    let word = *m;
+    let p0 = word & PROB_MASK;
+    let bit = dec.decode_decision(p0)?;
+    *m = adapt_model(word, bit);
+    if let Some(costs) = costs {
+        costs.decided(index, bit, p0);
+    }
+    Ok(bit)
+}
+
+/// A wide value's decisions decoded on a copy of the stream's decoder: a local whose registers stay in machine
+/// registers across the decisions rather than going through memory on each (the caller writes the copy back).
+struct Decoding<'s, 'a> {
+    dec: RangeDecoder<'a>,
+    models: &'s mut Models,
+    costs: Option<&'s mut FieldCosts>,
+}
+
+impl Decoding<'_, '_> {
+    #[inline(always)]
+    fn bit(&mut self, index: usize) -> Result<bool, CodecError> {
+        decode_bit(
+            &mut self.dec,
+            &mut self.models.probs,
+            self.costs.as_deref_mut(),
+            index,
+        )
+    }
+
+    #[inline(always)]
+    fn direct(&mut self, ctx: Ctx, bits: u32) -> Result<u32, CodecError> {
+        if let Some(costs) = self.costs.as_deref_mut() {
+            costs.charge(ctx, f64::from(bits));
+        }
+        self.dec.decode_direct(bits)
+    }
+
+    /// Decodes a value in `min..=max`, a range of more than 16 values, as [`walk_wide_value`] coded it.
+    #[inline(always)]
     fn wide_value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
         let sh = shape(min, max);
         let c = self.models.bucket(ctx, sh.levels);
@@ -1241,7 +1328,7 @@ mod tests {
                         assert!((1..PROB_ONE).contains(&p), "rate {rate}, from {start}: {p}");
                         // A model word keeps its rate through every update, and its probability is the same.
                         word = adapt_model(word, bit);
-                        assert_eq!((word & PROB_MASK, word >> RATE_SHIFT), (p, u16::from(rate)));
+                        assert_eq!((word & PROB_MASK, word >> RATE_SHIFT), (p, shift_of(rate)));
                     }
                 }
             }

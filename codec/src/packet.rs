@@ -466,7 +466,9 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
             _ => 0,
         };
         let mut path = e.path;
-        if let Some(paths) = priced.as_deref_mut()
+        // An unchanged entry is its flag alone on every pass: nothing to price.
+        if path != DeltaPath::Unchanged
+            && let Some(paths) = priced.as_deref_mut()
             && let Some(pricing) = s.pricing()
             && let Some(slot) = paths.get_mut(usize::from(e.id))
         {
@@ -657,7 +659,9 @@ impl PacketWriter {
                 let mut start = stream.checkpoint();
                 // Coded bits per bit-packed bit: guessed at first, measured on each pass.
                 let mut ratio = 0.5f64;
-                let mut pending: Option<(Entry<T>, u64)> = None;
+                // Entries drawn but not chosen (the one that would have overshot the target, those a trim
+                // dropped), the next in priority order last: drawn again before the candidates after them.
+                let mut pending: Vec<(Entry<T>, u64)> = Vec::new();
                 let mut exhausted = false;
                 let mut fails_at: Option<usize> = None;
                 // The entries of the last pass, ascending by id, and of the last pass that fitted.
@@ -665,6 +669,8 @@ impl PacketWriter {
                 let mut fitted: Vec<Entry<T>> = Vec::new();
                 let mut written_is_fitted;
                 let mut passes = 0;
+                // Passes in a row that overran the budget.
+                let mut overruns = 0u32;
                 // Each entry's path, priced under the models the first time a pass writes it and kept after.
                 let mut priced = vec![None; usize::from(link.max_objects)];
                 loop {
@@ -675,7 +681,7 @@ impl PacketWriter {
                         && !exhausted
                         && fails_at.is_none_or(|f| chosen.len() + 1 < f)
                     {
-                        let next_entry = match pending.take() {
+                        let next_entry = match pending.pop() {
                             Some(e) => Some(e),
                             None => candidates.next(&mut values)?,
                         };
@@ -685,7 +691,7 @@ impl PacketWriter {
                         };
                         let grown = chosen.total + chosen.marginal_bits(&link, &entry, own);
                         if grown as f64 > target && !chosen.is_empty() {
-                            pending = Some((entry, own));
+                            pending.push((entry, own));
                             break;
                         }
                         chosen.insert(entry, own, grown);
@@ -707,6 +713,7 @@ impl PacketWriter {
                     ratio = (coded_bits / chosen.total.max(1) as f64).clamp(0.02, 16.0);
                     let bytes = header.len() + stream.finished_len();
                     if bytes <= limit {
+                        overruns = 0;
                         let n = written.len();
                         std::mem::swap(&mut fitted, &mut written);
                         written_is_fitted = true;
@@ -721,15 +728,38 @@ impl PacketWriter {
                     } else {
                         written_is_fitted = false;
                         fails_at = Some(chosen.len());
-                        if chosen.is_empty() {
+                        // Past the pass limit, a section that fitted on an earlier pass is written as it was.
+                        if chosen.is_empty() || (passes >= MAX_ARITH_PASSES && !fitted.is_empty()) {
                             break;
                         }
-                        // Drop the lowest-priority entries whose estimated coded size covers the overshoot.
+                        // Drop the lowest-priority entries whose estimated coded size covers the overshoot, twice
+                        // as much on each overrun in a row: the lowest-priority entries are often unchanged ones
+                        // that cost a fraction of a bit and whose gaps cost the entries around them, so the
+                        // estimate can free nothing pass after pass. Past the pass limit (no pass fitted yet), at
+                        // least half of the entries go, which bounds the passes.
+                        overruns += 1;
                         let over = ((bytes - limit) * 8) as f64 * 1.05 + 8.0;
-                        pending = chosen.drop_lowest_priority(&link, over / ratio);
+                        let at_least = if passes >= MAX_ARITH_PASSES {
+                            chosen.len().div_ceil(2)
+                        } else {
+                            1
+                        };
+                        chosen.drop_lowest_priority(
+                            &mut pending,
+                            &link,
+                            over / ratio * f64::from(1u32 << overruns.min(20)) / 2.0,
+                            at_least,
+                        );
                         exhausted = false;
                     }
                 }
+                // Past the limit only while no pass fitted, each pass dropping at least half of the entries.
+                debug_assert!(
+                    passes <= MAX_ARITH_PASSES + 1 + bits_for(u32::from(link.max_objects)) as usize,
+                    "{passes} passes"
+                );
+                #[cfg(test)]
+                tests::ARITH_PASSES.with(|p| p.set(passes));
                 if !written_is_fitted {
                     stream.rollback(start);
                     write_entries(
@@ -1015,16 +1045,19 @@ impl<'b, T: Copy> Selection<'b, T> {
         self.sorted_with_bits().map(|(e, _)| e)
     }
 
-    /// Drops the last-chosen (lowest-priority) entries until their bit-packed sizes add up to `bits` (at least
-    /// one), and returns the first one dropped in priority order (the next to try again).
+    /// Drops the last-chosen (lowest-priority) entries until their bit-packed sizes add up to `bits` and at least
+    /// `at_least` went (at least one), onto `dropped`: the first one dropped in priority order goes last (the
+    /// next to try again).
     fn drop_lowest_priority(
         &mut self,
+        dropped: &mut Vec<(Entry<'b, T>, u64)>,
         link: &LinkConfig,
         bits: f64,
-    ) -> Option<(Entry<'b, T>, u64)> {
+        at_least: usize,
+    ) {
         let mut freed = 0.0;
-        let mut first_dropped = None;
-        while freed < bits {
+        let keep = self.entries.len().saturating_sub(at_least.max(1));
+        while freed < bits || self.entries.len() > keep {
             let Some((e, own)) = self.entries.pop() else {
                 break;
             };
@@ -1033,7 +1066,7 @@ impl<'b, T: Copy> Selection<'b, T> {
             self.offsets[id] = 0;
             // An entry's own bits, plus a few for its id and baseline fields.
             freed += (own + 4) as f64;
-            first_dropped = Some((e, own));
+            dropped.push((e, own));
         }
         let mut total = u64::from(bits_for(u32::from(link.max_objects)));
         let mut previous: Option<u16> = None;
@@ -1049,7 +1082,6 @@ impl<'b, T: Copy> Selection<'b, T> {
             }
         }
         self.total = total;
-        first_dropped
     }
 }
 enum Source<'a> {
@@ -1338,6 +1370,12 @@ mod tests {
     use crate::state::{AvatarState, BodyState, ObjectState};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// The passes the last range-coded section written on this thread took.
+        pub(super) static ARITH_PASSES: Cell<usize> = const { Cell::new(0) };
+    }
 
     /// Objects under integer ballistic motion with random kicks and floor bounces; a quarter of them rest.
     struct World {
@@ -2052,6 +2090,103 @@ mod tests {
                         tracker.process_acks(header.sequence, 0);
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn a_section_a_few_bytes_over_keeps_most_of_its_entries() {
+        // Changed objects first, then a long tail of unchanged ones, each a fraction of a bit under the range
+        // coder, with a budget a few bytes short of the whole section. Dropping the tail's lowest-priority entries
+        // frees little, and their gaps cost the entries around them: a trim that dropped only what the overshoot
+        // seemed to need overran pass after pass (up to 32 passes on the ladder's links), past the pass limit.
+        // The writer must stay within its passes (a debug assertion counts them) and keep about as many entries
+        // as the longest run of the priority order that fits.
+        let config = StateConfig::default();
+        let n = 950u16;
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let base: Vec<ObjectState> = (0..n)
+            .map(|i| {
+                let mut s = ObjectState::default();
+                s.body.position = [
+                    i32::from(i % 30) * 300 - 4000,
+                    200,
+                    i32::from(i / 30) * 300 - 4000,
+                ];
+                s.body.rotation.largest = 3;
+                s.body.at_rest = true;
+                s
+            })
+            .collect();
+        let mut now = base.clone();
+        for s in now.iter_mut().step_by(7) {
+            s.body.at_rest = false;
+            for a in 0..3 {
+                s.body.position[a] += rng.random_range(-200..=200);
+                s.body.linear_velocity[a] = rng.random_range(-300..=300);
+            }
+            s.body.rotation.components[0] = rng.random_range(-150..=150);
+        }
+        let encode = |budget_bytes: usize, order: &[u16]| {
+            let link = LinkConfig {
+                backend: Backend::Arith,
+                budget_bytes,
+                ..LinkConfig::default()
+            };
+            let mut tracker = AckTracker::new(link.max_objects);
+            tracker.record_sent(10, 10, base.iter().enumerate().map(|(i, s)| (i as u16, *s)));
+            tracker.process_acks(10, 0);
+            let header = PacketHeader {
+                sequence: 16,
+                ..PacketHeader::default()
+            };
+            let state_of = |id: u16| now.get(usize::from(id)).copied();
+            let p =
+                encode_packet(&link, &config, header, 16, order, state_of, &mut tracker).unwrap();
+            assert!(p.bytes.len() <= budget_bytes);
+            let mut history = ReceiveHistory::new(link.max_objects);
+            for (i, s) in base.iter().enumerate() {
+                history.insert(i as u16, 10, 10, *s);
+            }
+            let d = decode_packet::<ObjectState>(&link, &config, &p.bytes, &mut history).unwrap();
+            assert_eq!(d.entries.len(), p.included.len());
+            p
+        };
+        let (changed, mut unchanged): (Vec<u16>, Vec<u16>) =
+            (0..n).partition(|&id| now[usize::from(id)] != base[usize::from(id)]);
+        // The unchanged tail in id order (its lowest-priority entries a run at the end), then shuffled (each
+        // dropped entry a hole among kept ones, which may cost more than it frees).
+        for shuffled in [false, true] {
+            if shuffled {
+                for i in (1..unchanged.len()).rev() {
+                    unchanged.swap(i, rng.random_range(0..=i));
+                }
+            }
+            let order: Vec<u16> = changed.iter().chain(&unchanged).copied().collect();
+            let whole = encode(64 * usize::from(n), &order).bytes.len();
+            // The size of every eighth run of the order from its start (not monotone: holes cost).
+            let runs: Vec<(usize, usize)> = (1..=order.len() / 8)
+                .map(|k| {
+                    (
+                        8 * k,
+                        encode(64 * usize::from(n), &order[..8 * k]).bytes.len(),
+                    )
+                })
+                .collect();
+            for short in [1, 3, 10, 20] {
+                let budget = whole - short;
+                let fits = runs
+                    .iter()
+                    .filter(|&&(_, bytes)| bytes <= budget)
+                    .map(|&(k, _)| k)
+                    .max()
+                    .unwrap_or(0);
+                let kept = encode(budget, &order).included.len();
+                let passes = ARITH_PASSES.with(Cell::get);
+                assert!(
+                    kept * 10 >= fits * 8 && passes <= MAX_ARITH_PASSES,
+                    "shuffled {shuffled}, {short} bytes short: {kept} entries kept, {fits} fit, {passes} passes"
+                );
             }
         }
     }

@@ -186,8 +186,10 @@ impl RangeEncoder {
     }
 }
 
-/// Decodes what [`RangeEncoder`] wrote. Needing a byte past the end is [`CodecError::Truncated`].
-#[derive(Debug, Clone)]
+/// Decodes what [`RangeEncoder`] wrote. Needing a byte past the end is [`CodecError::Truncated`]. It is `Copy`: a
+/// run of decisions can be decoded on a local copy, whose registers the compiler keeps in machine registers, and the
+/// copy written back after.
+#[derive(Debug, Clone, Copy)]
 pub struct RangeDecoder<'a> {
     code: u32,
     range: u32,
@@ -234,15 +236,26 @@ impl<'a> RangeDecoder<'a> {
     /// Decodes one bit with the adaptive model `prob`, updating it as the encoder did.
     #[inline]
     pub fn decode_bit(&mut self, prob: &mut u16) -> Result<bool, CodecError> {
-        let bound = (self.range >> PROB_BITS) * u32::from(*prob);
+        let bit = self.decode_decision(*prob)?;
+        if bit {
+            *prob -= *prob >> ADAPT_SHIFT;
+        } else {
+            *prob += (PROB_ONE - *prob) >> ADAPT_SHIFT;
+        }
+        Ok(bit)
+    }
+
+    /// Decodes one bit coded at probability `p0` of 0 (out of [`PROB_ONE`]), leaving the model's update to the
+    /// caller.
+    #[inline(always)]
+    pub fn decode_decision(&mut self, p0: u16) -> Result<bool, CodecError> {
+        let bound = (self.range >> PROB_BITS) * u32::from(p0);
         let bit = if self.code < bound {
             self.range = bound;
-            *prob += (PROB_ONE - *prob) >> ADAPT_SHIFT;
             false
         } else {
             self.code -= bound;
             self.range -= bound;
-            *prob -= *prob >> ADAPT_SHIFT;
             true
         };
         self.normalize()?;
@@ -251,7 +264,7 @@ impl<'a> RangeDecoder<'a> {
 
     /// Decodes `bits` bits coded at even odds by [`RangeEncoder::encode_direct`]. A chunk the encoder cannot
     /// have written (hostile input) is an error.
-    #[inline]
+    #[inline(always)]
     pub fn decode_direct(&mut self, bits: u32) -> Result<u32, CodecError> {
         let mut value = 0u64;
         let mut left = bits.min(32);
@@ -281,7 +294,7 @@ impl<'a> RangeDecoder<'a> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn next_byte(&mut self) -> Result<u8, CodecError> {
         let b = match self.input.get(self.pos) {
             Some(&b) => b,
