@@ -134,6 +134,18 @@ impl Stream for BitWriteStream {
         }
         self.put(*value, bits)
     }
+
+    #[inline(always)]
+    fn packed(&mut self, ctx: Ctx, value: &mut u64, bits: u32) -> Result<(), CodecError> {
+        if bits > 64 || (bits < 64 && *value >> bits != 0) {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        if bits > 32 {
+            self.put((*value >> 32) as u32, bits - 32)?;
+        }
+        // Above 32 bits the high part went first; the low 32 follow (or all of a narrower field).
+        self.put(*value as u32, bits.min(32))
+    }
 }
 
 /// Reads what [`BitWriteStream`] wrote; running out of bytes is [`CodecError::Truncated`].
@@ -248,6 +260,20 @@ impl Stream for BitReadStream<'_> {
             return Err(CodecError::Invalid { field: ctx.name });
         }
         *value = self.get(bits)?;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn packed(&mut self, ctx: Ctx, value: &mut u64, bits: u32) -> Result<(), CodecError> {
+        if bits > 64 {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        *value = if bits > 32 {
+            let high = u64::from(self.get(bits - 32)?);
+            high << 32 | u64::from(self.get(32)?)
+        } else {
+            u64::from(self.get(bits)?)
+        };
         Ok(())
     }
 }

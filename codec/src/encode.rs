@@ -16,6 +16,8 @@ use crate::quant::{QuantConfig, QuantizedRotation, Vec3Quantizer, bits_for};
 use crate::state::{AvatarState, BodyState, HandState, HeldObject, ObjectState, QuantizedPose};
 use crate::stream::{Ctx, Stream};
 
+mod packed;
+
 /// What both ends of a link share to code rigid bodies and avatars.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct StateConfig {
@@ -1456,6 +1458,9 @@ impl DeltaState for ObjectState {
         value: &mut Self,
         reference: &Self,
     ) -> Result<(), CodecError> {
+        if !S::CONTEXTS {
+            return packed::object_residual(s, config, value, reference, None);
+        }
         object_residual(s, config, value, reference, None)
     }
 
@@ -1468,6 +1473,9 @@ impl DeltaState for ObjectState {
         baseline: &Self,
         neighbour: usize,
     ) -> Result<(), CodecError> {
+        if !S::CONTEXTS {
+            return packed::object_residual(s, config, value, prediction, Some(&baseline.body));
+        }
         let mut motion = Motion::between(&baseline.body, &prediction.body);
         motion.neighbour = neighbour.min(NEIGHBOUR_CLASSES - 1);
         object_residual(s, config, value, prediction, Some(&motion))
