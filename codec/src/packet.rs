@@ -1201,6 +1201,24 @@ fn read_section_entries<S: Stream, T: DeltaState>(
     let correct = S::CONTEXTS && T::uses_history(config);
     let mut neighbours = Neighbours::new();
     for _ in 0..count {
+        // The commonest entry of a bit-packed section, four one bits: the next id, a baseline at the offset named
+        // last, unchanged. Read at once, it is its baseline.
+        let next = previous.map_or(0, |p| i32::from(p) + 1);
+        if !S::CONTEXTS && previous_offset != 0 && next <= link.max_id() && s.take_ones(4) {
+            let id = next as u16;
+            let named = sequence.wrapping_sub(previous_offset);
+            let (_, b) = history
+                .get_ref(id, named)
+                .ok_or(CodecError::MissingBaseline {
+                    object: id,
+                    sequence: named,
+                })?;
+            out.push((id, *b));
+            previous = Some(id);
+            previous_gap_length = 0;
+            around.after_change = false;
+            continue;
+        }
         let mut id = 0u16;
         serialize_id(s, link, &mut id, previous, &mut previous_gap_length)?;
         previous = Some(id);
@@ -2096,6 +2114,104 @@ mod tests {
                 }
             }
             assert!(id_code(length_bits, -1).is_err());
+        }
+    }
+
+    /// A bit-packing reader that reads every flag on its own: it keeps [`Stream::take_ones`]'s default.
+    struct Flagwise<'a>(BitReadStream<'a>);
+
+    impl Stream for Flagwise<'_> {
+        const READING: bool = true;
+        const CONTEXTS: bool = false;
+
+        fn bool(&mut self, ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
+            self.0.bool(ctx, value)
+        }
+
+        fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
+            self.0.int(ctx, value, min, max)
+        }
+
+        fn bits(&mut self, ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError> {
+            self.0.bits(ctx, value, bits)
+        }
+
+        fn packed(&mut self, ctx: Ctx, value: &mut u64, bits: u32) -> Result<(), CodecError> {
+            self.0.packed(ctx, value, bits)
+        }
+    }
+
+    #[test]
+    fn unchanged_runs_read_at_once_read_as_flag_by_flag() {
+        // Sections of many unchanged neighbours, as written and then with bits flipped and cut: the reader that
+        // takes four one bits at once must give exactly what the one reading each flag gives, errors included.
+        let config = StateConfig::default();
+        let link = LinkConfig {
+            backend: Backend::Bitpack,
+            max_objects: 200,
+            ..LinkConfig::default()
+        };
+        let mut world = World::new(21, 200);
+        let mut tracker = AckTracker::new(link.max_objects);
+        let mut history = ReceiveHistory::new(link.max_objects);
+        let order: Vec<u16> = (0..200).collect();
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        for sequence in 1..6u16 {
+            world.step();
+            let header = PacketHeader {
+                sequence,
+                ack: sequence - 1,
+                ack_bits: u32::MAX,
+                ..PacketHeader::default()
+            };
+            tracker.process_acks(header.ack, header.ack_bits);
+            let states = world.states.clone();
+            let packet = encode_packet(
+                &link,
+                &config,
+                header,
+                sequence,
+                &order,
+                |id| states.get(usize::from(id)).copied(),
+                &mut tracker,
+            )
+            .unwrap();
+            let payload = &packet.bytes[HEADER_BYTES..];
+            for trial in 0..60 {
+                let mut bytes = payload.to_vec();
+                if trial > 0 {
+                    let at = rng.random_range(0..bytes.len());
+                    bytes[at] ^= 1 << rng.random_range(0..8);
+                    bytes.truncate(rng.random_range(bytes.len() / 2..=bytes.len()));
+                }
+                let at_once = read_section_entries::<_, ObjectState>(
+                    &mut BitReadStream::new(&bytes),
+                    &link,
+                    &config,
+                    sequence,
+                    &history,
+                );
+                let flagwise = read_section_entries::<_, ObjectState>(
+                    &mut Flagwise(BitReadStream::new(&bytes)),
+                    &link,
+                    &config,
+                    sequence,
+                    &history,
+                );
+                assert_eq!(at_once, flagwise, "sequence {sequence}, trial {trial}");
+            }
+            let (frame, entries) = read_section_entries(
+                &mut BitReadStream::new(payload),
+                &link,
+                &config,
+                sequence,
+                &history,
+            )
+            .unwrap();
+            for (id, state) in entries {
+                assert_eq!(state, states[usize::from(id)]);
+                history.insert(id, sequence, frame, state);
+            }
         }
     }
 

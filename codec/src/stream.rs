@@ -88,6 +88,13 @@ pub trait Stream {
         Ok(())
     }
 
+    /// Reads the next `bits` bits (1..=32) if they are all ones, and says whether it did: a reader's shortcut for
+    /// the commonest run of flags in a section, which a stream that codes under contexts cannot look ahead for
+    /// (its default: never, read nothing). Only a reading stream that ignores contexts overrides it.
+    fn take_ones(&mut self, _bits: u32) -> bool {
+        false
+    }
+
     /// Serializes a `u8`.
     fn u8(&mut self, ctx: Ctx, value: &mut u8) -> Result<(), CodecError> {
         let mut v = u32::from(*value);
