@@ -1213,7 +1213,11 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                     object: id,
                     sequence: named,
                 })?;
-            out.push((id, *b));
+            // Pushed as a default and then copied in place, as below: a state built in a temporary first cost
+            // more than the four flags it saves (a wide copy stalled on the stores just made).
+            let at = out.len();
+            out.push((id, T::default()));
+            out[at].1 = *b;
             previous = Some(id);
             previous_gap_length = 0;
             around.after_change = false;
