@@ -134,6 +134,18 @@ impl Stream for BitWriteStream {
         }
         self.put(*value, bits)
     }
+
+    #[inline(always)]
+    fn packed(&mut self, ctx: Ctx, value: &mut u64, bits: u32) -> Result<(), CodecError> {
+        if bits > 64 || (bits < 64 && *value >> bits != 0) {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        if bits > 32 {
+            self.put((*value >> 32) as u32, bits - 32)?;
+        }
+        // Above 32 bits the high part went first; the low 32 follow (or all of a narrower field).
+        self.put(*value as u32, bits.min(32))
+    }
 }
 
 /// Reads what [`BitWriteStream`] wrote; running out of bytes is [`CodecError::Truncated`].
@@ -250,6 +262,39 @@ impl Stream for BitReadStream<'_> {
         *value = self.get(bits)?;
         Ok(())
     }
+
+    #[inline(always)]
+    fn take_ones(&mut self, bits: u32) -> bool {
+        if !(1..=32).contains(&bits) {
+            return false;
+        }
+        if self.acc_bits < bits {
+            self.refill();
+            if self.acc_bits < bits {
+                return false;
+            }
+        }
+        let mask = (1u64 << bits) - 1;
+        let all = (self.acc >> (self.acc_bits - bits)) & mask == mask;
+        if all {
+            self.acc_bits -= bits;
+        }
+        all
+    }
+
+    #[inline(always)]
+    fn packed(&mut self, ctx: Ctx, value: &mut u64, bits: u32) -> Result<(), CodecError> {
+        if bits > 64 {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        *value = if bits > 32 {
+            let high = u64::from(self.get(bits - 32)?);
+            high << 32 | u64::from(self.get(32)?)
+        } else {
+            u64::from(self.get(bits)?)
+        };
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -360,6 +405,32 @@ mod tests {
             assert_eq!(failed, Some(CodecError::Truncated), "cut {cut}");
             assert!(read <= cut as u64 * 8);
         }
+    }
+
+    #[test]
+    fn ones_are_taken_only_when_all_are_there() {
+        let mut w = BitWriteStream::new();
+        for &(v, n) in &[(0b1111u32, 4u32), (0b1110, 4), (0b111, 3), (0b1, 1)] {
+            w.bits(C, &mut v.clone(), n).unwrap();
+        }
+        let bytes = w.finish();
+        let mut r = BitReadStream::new(&bytes);
+        assert!(r.take_ones(4));
+        // 1110: not all ones, and nothing read.
+        assert!(!r.take_ones(4));
+        assert_eq!(r.bits_left(), 16 - 4);
+        let mut x = 0;
+        r.bits(C, &mut x, 4).unwrap();
+        assert_eq!(x, 0b1110);
+        // Four ones, then the zero padding: three are there, not four.
+        assert!(!r.take_ones(5));
+        assert!(r.take_ones(4));
+        assert!(!r.take_ones(1));
+        assert!(!r.take_ones(0) && !r.take_ones(33));
+        assert_eq!(r.bits_left(), 4);
+        // Past the end: nothing to take.
+        let mut empty = BitReadStream::new(&[]);
+        assert!(!empty.take_ones(1));
     }
 
     #[test]

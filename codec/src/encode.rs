@@ -16,6 +16,8 @@ use crate::quant::{QuantConfig, QuantizedRotation, Vec3Quantizer, bits_for};
 use crate::state::{AvatarState, BodyState, HandState, HeldObject, ObjectState, QuantizedPose};
 use crate::stream::{Ctx, Stream};
 
+mod packed;
+
 /// What both ends of a link share to code rigid bodies and avatars.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct StateConfig {
@@ -198,18 +200,26 @@ pub fn vec_absolute<S: Stream>(
 
 /// Bits [`vec_residual`] writes for `value` against `reference` with the bit-packing back end, or `None` when the
 /// difference is beyond the largest bucket: the arithmetic behind [`DeltaState::residual_bits`] overrides.
-#[inline]
+// Always inlined, with the buckets compared one by one: for the codec's constant buckets each size folds to a
+// constant, and the encoder sizes four of these twice for every changed rigid body.
+#[inline(always)]
 pub fn vec_residual_bits(buckets: Buckets, value: &[i32; 3], reference: &[i32; 3]) -> Option<u64> {
-    let mut largest = 0i64;
-    for i in 0..3 {
-        largest = largest.max((i64::from(value[i]) - i64::from(reference[i])).abs());
-    }
-    // The tag is an int in 0..=3: two bits.
+    let d = |i: usize| (i64::from(value[i]) - i64::from(reference[i])).abs();
+    let largest = d(0).max(d(1)).max(d(2));
+    // The tag is an int in 0..=3: two bits; then three components of the bucket's width.
+    let sized = |bound: i32| 2 + 3 * u64::from(bits_for((2 * i64::from(bound)) as u32));
+    let [small, medium, large] = buckets.0;
     if largest == 0 {
-        return Some(2);
+        Some(2)
+    } else if largest <= i64::from(small) {
+        Some(sized(small))
+    } else if largest <= i64::from(medium) {
+        Some(sized(medium))
+    } else if largest <= i64::from(large) {
+        Some(sized(large))
+    } else {
+        None
     }
-    let bound = *buckets.0.iter().find(|&&b| largest <= i64::from(b))?;
-    Some(2 + 3 * u64::from(bits_for((2 * i64::from(bound)) as u32)))
 }
 
 /// Bits [`vec_absolute`] writes for `value` with the bit-packing back end, or `None` when it is outside `q`.
@@ -1456,6 +1466,9 @@ impl DeltaState for ObjectState {
         value: &mut Self,
         reference: &Self,
     ) -> Result<(), CodecError> {
+        if !S::CONTEXTS {
+            return packed::object_residual(s, config, value, reference, None);
+        }
         object_residual(s, config, value, reference, None)
     }
 
@@ -1468,6 +1481,9 @@ impl DeltaState for ObjectState {
         baseline: &Self,
         neighbour: usize,
     ) -> Result<(), CodecError> {
+        if !S::CONTEXTS {
+            return packed::object_residual(s, config, value, prediction, Some(&baseline.body));
+        }
         let mut motion = Motion::between(&baseline.body, &prediction.body);
         motion.neighbour = neighbour.min(NEIGHBOUR_CLASSES - 1);
         object_residual(s, config, value, prediction, Some(&motion))

@@ -65,10 +65,12 @@ impl ScalarQuantizer {
         (f64::from(index) / f64::from(self.steps_per_unit)) as f32
     }
 
-    /// Clamps an index into the bounds (for indices computed by prediction or read from the wire).
+    /// Clamps an index into the bounds (for indices computed by prediction or read from the wire). Bounds out of
+    /// order (the fields are public) give `max_index` rather than a panic.
     #[inline]
     pub fn clamp(&self, index: i32) -> i32 {
-        index.clamp(self.min_index, self.max_index)
+        // Not `Ord::clamp`, whose check of the bounds' order cost a comparison and a branch per index.
+        index.max(self.min_index).min(self.max_index)
     }
 
     /// True when `index` lies inside the bounds.

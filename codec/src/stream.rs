@@ -67,6 +67,34 @@ pub trait Stream {
     /// Serializes an unsigned field of `bits` bits (1..=32).
     fn bits(&mut self, ctx: Ctx, value: &mut u32, bits: u32) -> Result<(), CodecError>;
 
+    /// Serializes the low `bits` bits (0..=64) of `value` as one field, most significant bit first: what
+    /// [`Stream::bits`] calls of the high part and then the low 32 bits would code. For streams that ignore
+    /// contexts ([`Stream::CONTEXTS`] false), whose hand-written paths write a residual's tag and components as
+    /// one field (the bit-packing writer takes it with one shift and or); the default makes those calls.
+    fn packed(&mut self, ctx: Ctx, value: &mut u64, bits: u32) -> Result<(), CodecError> {
+        if bits > 64 || (bits < 64 && *value >> bits != 0) {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        let mut low = *value as u32;
+        if bits > 32 {
+            let mut high = (*value >> 32) as u32;
+            self.bits(ctx, &mut high, bits - 32)?;
+            self.bits(ctx, &mut low, 32)?;
+            *value = u64::from(high) << 32 | u64::from(low);
+        } else {
+            self.bits(ctx, &mut low, bits)?;
+            *value = u64::from(low);
+        }
+        Ok(())
+    }
+
+    /// Reads the next `bits` bits (1..=32) if they are all ones, and says whether it did: a reader's shortcut for
+    /// the commonest run of flags in a section, which a stream that codes under contexts cannot look ahead for
+    /// (its default: never, read nothing). Only a reading stream that ignores contexts overrides it.
+    fn take_ones(&mut self, _bits: u32) -> bool {
+        false
+    }
+
     /// Serializes a `u8`.
     fn u8(&mut self, ctx: Ctx, value: &mut u8) -> Result<(), CodecError> {
         let mut v = u32::from(*value);
@@ -154,6 +182,15 @@ impl Stream for MeasureStream {
         self.bits += u64::from(bits);
         Ok(())
     }
+
+    #[inline]
+    fn packed(&mut self, ctx: Ctx, value: &mut u64, bits: u32) -> Result<(), CodecError> {
+        if bits > 64 || (bits < 64 && *value >> bits != 0) {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        self.bits += u64::from(bits);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -191,6 +228,35 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn packed_fields_round_trip_through_the_default() {
+        // The range coder keeps the default: the high part, then the low 32 bits.
+        let fields = [
+            (0u64, 0u32),
+            (1, 1),
+            (0x2f, 6),
+            (0xdead_beef, 32),
+            (0x1_2345_6789, 33),
+        ];
+        let mut w = crate::arith::ArithWriteStream::new();
+        for &(v, bits) in &fields {
+            w.packed(C, &mut v.clone(), bits).unwrap();
+        }
+        let mut all = u64::MAX;
+        w.packed(C, &mut all, 64).unwrap();
+        assert!(w.packed(C, &mut 4, 2).is_err());
+        let bytes = w.finish();
+        let mut r = crate::arith::ArithReadStream::new(&bytes).unwrap();
+        for &(v, bits) in &fields {
+            let mut x = 0;
+            r.packed(C, &mut x, bits).unwrap();
+            assert_eq!(x, v);
+        }
+        let mut x = 0;
+        r.packed(C, &mut x, 64).unwrap();
+        assert_eq!(x, u64::MAX);
     }
 
     #[test]
