@@ -403,9 +403,12 @@ fn whose(sim: &Sim, id: u16) -> Vec<(u8, Option<u8>)> {
 /// Two guests grab one cube in the same frame; the host decides, and every peer (the loser and a third guest
 /// included) must agree within the round trip plus one play-out delay at the host and one at the guests: 250 + 2 ×
 /// 100 ms, less the 50 ms by which the fastest datagrams beat the mean. Over 250 ms, 50 ms jitter and 5% loss,
-/// eight contests must each agree within that (the goal, RTT + 200) and 395 ms on average. The loser used
+/// eight contests must each agree within that (the goal, RTT + 200) and 405 ms on average. The loser used
 /// to agree up to four frames after the third guest, because the host's first datagrams with the verdict were
-/// often overtaken on the way and the loser's jitter buffer never played them: 383-433 ms, 412 on average.
+/// often overtaken on the way and the loser's jitter buffer never played them: 383-433 ms, 412 on average. Since
+/// the play time stands in the middle of a sender frame (on this simulated link it used to sit on a frame's edge,
+/// where a millisecond's wobble played two frames or none), a verdict plays up to half a frame later at the host
+/// and at each guest: 402 ms on average, against 383 before that.
 #[test]
 fn every_peer_agrees_on_a_contested_cube_within_a_round_trip_and_two_delays() {
     let frame = Duration::from_secs(1) / 60;
@@ -428,5 +431,5 @@ fn every_peer_agrees_on_a_contested_cube_within_a_round_trip_and_two_delays() {
     }
     let mean = took.iter().sum::<f64>() / took.len() as f64;
     assert!(took.iter().all(|&ms| ms <= 450.0), "{took:?}");
-    assert!(mean <= 395.0, "mean {mean} ms: {took:?}");
+    assert!(mean <= 405.0, "mean {mean} ms: {took:?}");
 }

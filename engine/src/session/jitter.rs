@@ -29,20 +29,14 @@ const DELAY_MEMORY: Duration = Duration::from_secs(3);
 /// would play two of a sender's frames in one step, and every remote object would take a double step.
 const MAX_SLOWDOWN: f64 = 0.1;
 
-/// Where in a sender frame the play time stands (a share of the frame past the frame's own time): far enough
-/// from the frame's edges that a step's clock jitter never plays two frames or none, early enough that an
-/// update plays soon after its time.
-const PLAY_PHASE: f64 = 0.25;
+/// Where in a sender frame the play time stands (a share of the frame past the frame's own time): the middle,
+/// as far as can be from the frame's edges, so that a step's clock jitter never plays two frames or none.
+const PLAY_PHASE: f64 = 0.5;
 
-/// How far (in sender frames) the delay mapping may move before the play time follows it. Less than a frame of
-/// drift is the fastest delay seen wobbling as packets expire from its window; following it would, now and
-/// then, play no frame in one step and two in the next.
+/// How far (in sender frames) the delay mapping may move, either way, from where the play time is heading before
+/// the play time follows it. Less than a frame of drift is the fastest delay seen wobbling as packets expire from
+/// its window; following it would, now and then, play no frame in one step and two in the next.
 const PLAY_SLACK_FRAMES: f64 = 0.75;
-
-/// How far (in sender frames) the delay mapping may move the other way, to a smaller delay, before the play
-/// time follows it: just over half a frame, so it plays in the mapping's own frame once the fastest delay seen
-/// has settled (a longer wait would only add latency).
-const PLAY_CATCH_UP_FRAMES: f64 = 0.55;
 
 /// How many steps ahead [`FrameJitterBuffer::upcoming_objects`] looks for an object's next update: the play-out
 /// delay (100 ms, 6 steps at 60 Hz) and then some, so an update lost or left out of a packet is bridged by the
@@ -252,9 +246,9 @@ impl FrameJitterBuffer {
     /// The sender time being played at local time `now`, once anything arrived: `now` minus the play-out
     /// delay and the smallest delay seen recently, with the play time placed [`PLAY_PHASE`] into a sender frame
     /// so that steps a frame apart each play exactly one of the sender's frames. It runs at real time while that
-    /// mapping stays within [`PLAY_SLACK_FRAMES`] (later) or [`PLAY_CATCH_UP_FRAMES`] (earlier) of where it is
-    /// heading; beyond, it heads for the mapping (placed in its frame the same way) at no less than
-    /// [`MAX_SLOWDOWN`] under real time when the mapping grew, and at no more than it over real time when it
+    /// mapping stays within [`PLAY_SLACK_FRAMES`] of where it is heading; beyond, it heads for the mapping
+    /// (placed in its frame the same way) at no less than [`MAX_SLOWDOWN`] under real time when the mapping
+    /// grew, and at no more than it over real time when it
     /// shrank, unless by more than the play-out delay (then the new mapping is taken at once: updates skipped
     /// forward are applied together, the newest last).
     fn play_time(&mut self, now: Duration) -> Option<f64> {
@@ -291,9 +285,7 @@ impl FrameJitterBuffer {
         }
         let now_s = now.as_secs_f64();
         let heading = last.heading.map_or(steady, |offset| now_s - offset);
-        let goal = if (-PLAY_SLACK_FRAMES * frame..=PLAY_CATCH_UP_FRAMES * frame)
-            .contains(&(target - heading))
-        {
+        let goal = if (target - heading).abs() <= PLAY_SLACK_FRAMES * frame {
             heading
         } else {
             placed(target)
@@ -724,12 +716,14 @@ mod tests {
     fn sample_offsets_place_relayed_samples_earlier() {
         let quant = QuantConfig::default();
         let mut buffer = FrameJitterBuffer::new(Duration::ZERO, 60, quant);
-        // 5.5 frames apart: halfway between them is where the play time stands in a frame (PLAY_PHASE).
-        let old = TimedAvatar::new(avatar(2, 0.0, &quant), Duration::from_secs_f64(5.5 / 60.0));
+        // About five frames apart, so that halfway between them is where the play time stands in a frame
+        // (PLAY_PHASE).
+        let apart = (6.0 - 2.0 * PLAY_PHASE) / 60.0;
+        let old = TimedAvatar::new(avatar(2, 0.0, &quant), Duration::from_secs_f64(apart));
         let new = TimedAvatar::new(avatar(2, 1.0, &quant), Duration::ZERO);
         buffer.push(Duration::from_secs(1), 60, &[old], &[]);
         buffer.push(Duration::from_secs(1), 60, &[new], &[]);
-        let halfway = Duration::from_secs(1) - Duration::from_secs_f64(2.75 / 60.0);
+        let halfway = Duration::from_secs(1) - Duration::from_secs_f64(apart / 2.0);
         let halfway = buffer.sample(halfway, 2).unwrap();
         let x = quant.position.dequantize(halfway.head.position)[0];
         assert!((x - 0.5).abs() < 0.01, "{x}");
