@@ -106,11 +106,6 @@ pub struct Plausibility {
     /// The longest gap (s) the speed allowance runs over: an object not heard of for longer still may not jump
     /// further than this much motion.
     pub max_gap_s: f32,
-    /// How far (m) a guest's claim to take an object by touch may place it from where the host has it. A guest
-    /// sees the host's objects a one-way trip and a play-out delay late, and its claim takes as long again to
-    /// play on the host: a claim over an object that kept moving places it where it was about half a second
-    /// earlier, and taking it would rewind it on every other peer. Such a take is refused as a lost race.
-    pub take_slack_m: f32,
 }
 
 impl Default for Plausibility {
@@ -120,7 +115,6 @@ impl Default for Plausibility {
             max_spin: 40.0,
             slack_m: 1.5,
             max_gap_s: 0.5,
-            take_slack_m: 0.25,
         }
     }
 }

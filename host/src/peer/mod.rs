@@ -624,11 +624,6 @@ impl PeerHost {
             }
             return;
         }
-        if validate::takes_what_moved_on(&self.world, &self.config.plausibility, sender, id, state)
-        {
-            self.refuse_take(from, id, state);
-            return;
-        }
         let verdict = self
             .world
             .receive_object_state(id, Direction::GuestToHost { sender }, state);
@@ -646,33 +641,6 @@ impl PeerHost {
                 }
             }
             Ok(Verdict::Confirm) | Err(_) => {}
-        }
-    }
-
-    /// Refuses a guest's take by touch of an object the host has moved on from
-    /// ([`validate::takes_what_moved_on`]): the host keeps it under default authority with the authority
-    /// sequence past the claim's and its own state, so the correction it sends the guest wins there; an honest
-    /// race lost, counted as a conflict.
-    fn refuse_take(&mut self, from: SocketAddr, id: ObjectId, claim: &ObjectState) {
-        let state = ObjectState {
-            authority: DEFAULT_AUTHORITY,
-            authority_seq: claim.authority_seq.wrapping_add(1),
-            ..self.world.object_state(id)
-        };
-        let host = Direction::GuestToHost {
-            sender: DEFAULT_AUTHORITY,
-        };
-        if self.world.receive_object_state(id, host, &state) != Ok(Verdict::Accept) {
-            tracing::warn!(id, "a take refused could not move the sequence past it");
-        }
-        self.counters.conflicts += 1;
-        self.counters.refused_takes += 1;
-        let frames = self.config.correction_frames;
-        if let Some(g) = self.guests.get_mut(&from) {
-            g.conflicts += 1;
-            if g.correct(id, frames) {
-                self.counters.corrections += 1;
-            }
         }
     }
 

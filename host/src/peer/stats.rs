@@ -84,9 +84,6 @@ pub struct GuestReport {
 pub struct HostCounters {
     /// Guest updates rejected by the arbitration rules (lost conflicts).
     pub conflicts: u64,
-    /// Takes by touch refused because the host's copy had moved on (counted among the conflicts too; see
-    /// [`crate::peer::Plausibility::take_slack_m`]).
-    pub refused_takes: u64,
     /// Correction episodes: an object pushed at top priority to a guest whose update lost or was bad.
     pub corrections: u64,
     /// Times an object's authority changed hands in the host's world.

@@ -122,39 +122,6 @@ pub fn check_object(
     Ok(())
 }
 
-/// Whether an update from `sender` takes by touch (its authority at unchanged ownership, nobody holding it) an
-/// object under default authority that the host's copy has moved on from: the claim places it further than
-/// [`Plausibility::take_slack_m`] from where the host has it. The guest touched its late copy of an object
-/// that kept moving; taking it would rewind the object on every other peer (see the field's doc). A grab is
-/// not a take by touch: a guest catching the host's throw takes it into its hand.
-pub fn takes_what_moved_on(
-    world: &World,
-    limits: &Plausibility,
-    sender: PlayerIndex,
-    id: u16,
-    state: &ObjectState,
-) -> bool {
-    let view = world.authority(id).view;
-    if state.authority != sender
-        || sender == DEFAULT_AUTHORITY
-        || view.authority != DEFAULT_AUTHORITY
-        || state.ownership_seq != view.ownership_seq
-        || world.holder(id).is_some()
-    {
-        return false;
-    }
-    let update = AuthorityView {
-        authority: state.authority,
-        authority_seq: state.authority_seq,
-        ownership_seq: state.ownership_seq,
-    };
-    if judge_update(Direction::GuestToHost { sender }, view, update) != Verdict::Accept {
-        return false;
-    }
-    let claimed = Vector3::from(state.body.position_f32(&world.config().quant));
-    (claimed - world.physics_pose(id).translation.vector).norm() > limits.take_slack_m
-}
-
 /// Checks an avatar from `sender` and strips held objects it may not claim; returns the avatar to apply, the
 /// bad claims found (each with the object concerned, if any), or the reason to drop it whole.
 pub fn check_avatar(
