@@ -27,6 +27,7 @@ use physync_engine::world::scene_file::load_scene;
 use physync_examples::link_args::LinkArgs;
 use physync_guest::bots::{Bot, BotKind, LongHaul};
 use physync_guest::{GuestConfig, PeerGuest};
+use physync_host::peer::BadUpdates;
 use physync_host::{HostConfig, PeerHost};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -94,6 +95,7 @@ struct Report {
     corrections: u64,
     authority_transfers: u64,
     bad_updates: u64,
+    bad_updates_by_kind: BadUpdates,
     respawns: u64,
     dropped_datagrams: u64,
     guest_dropped_datagrams: u64,
@@ -246,6 +248,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         corrections: c.corrections,
         authority_transfers: c.authority_transfers,
         bad_updates: c.bad_updates.total(),
+        bad_updates_by_kind: c.bad_updates,
         respawns: c.respawns,
         dropped_datagrams: c.drops.total(),
         guest_dropped_datagrams: guest_dropped,
