@@ -248,9 +248,8 @@ impl FrameJitterBuffer {
     /// so that steps a frame apart each play exactly one of the sender's frames. It runs at real time while that
     /// mapping stays within [`PLAY_SLACK_FRAMES`] of where it is heading; beyond, it heads for the mapping
     /// (placed in its frame the same way) at no less than [`MAX_SLOWDOWN`] under real time when the mapping
-    /// grew, and at no more than it over real time when it
-    /// shrank, unless by more than the play-out delay (then the new mapping is taken at once: updates skipped
-    /// forward are applied together, the newest last).
+    /// grew, and at no more than it over real time when it shrank, unless by more than the play-out delay (then
+    /// the new mapping is taken at once: updates skipped forward are applied together, the newest last).
     fn play_time(&mut self, now: Duration) -> Option<f64> {
         let clock = self.play_clock_at(now)?;
         self.played = Some(clock);
@@ -262,6 +261,8 @@ impl FrameJitterBuffer {
         self.play_clock_at(now).map(|c| c.play)
     }
 
+    /// The play time at `now` and where it is heading, from the last one handed out (see
+    /// [`FrameJitterBuffer::play_time`]); a clock read out of order runs at real time.
     fn play_clock_at(&self, now: Duration) -> Option<PlayClock> {
         let delay = self.clock.delay()?;
         let target = now.as_secs_f64() - self.delay.as_secs_f64() - delay;
