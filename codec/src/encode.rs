@@ -244,6 +244,18 @@ fn check_bounds(q: &Vec3Quantizer, v: &[i32; 3], ctx: Ctx) -> Result<(), CodecEr
     }
 }
 
+/// Every smallest-three component within the quantizer's range: a residual can decode to one outside it.
+#[inline]
+fn check_rotation_bounds(quant: &QuantConfig, components: &[i32; 3]) -> Result<(), CodecError> {
+    let max = quant.rotation.max_component();
+    if components.iter().any(|c| !(-max..=max).contains(c)) {
+        return Err(CodecError::Invalid {
+            field: ABS_ROTATION.name,
+        });
+    }
+    Ok(())
+}
+
 #[inline]
 fn rotation_absolute<S: Stream>(
     s: &mut S,
@@ -295,13 +307,7 @@ fn rotation_residual<S: Stream>(
             &mut r.components,
             &turned,
         )?;
-        let max = quant.rotation.max_component();
-        if r.components.iter().any(|c| !(-max..=max).contains(c)) {
-            return Err(CodecError::Invalid {
-                field: ABS_ROTATION.name,
-            });
-        }
-        return Ok(());
+        return check_rotation_bounds(quant, &r.components);
     }
     r.largest = reference.largest;
     vec_residual_chained(
@@ -318,13 +324,7 @@ fn rotation_residual<S: Stream>(
         &mut r.components,
         &reference.components,
     )?;
-    let max = quant.rotation.max_component();
-    if r.components.iter().any(|c| !(-max..=max).contains(c)) {
-        return Err(CodecError::Invalid {
-            field: ABS_ROTATION.name,
-        });
-    }
-    Ok(())
+    check_rotation_bounds(quant, &r.components)
 }
 
 #[inline]
@@ -856,6 +856,17 @@ fn object_residual<S: Stream>(
     motion: Option<&Motion>,
 ) -> Result<(), CodecError> {
     body_residual(s, config, &mut value.body, &reference.body, motion)?;
+    meta_residual(s, value, reference)
+}
+
+/// An object's authority and sequences against `reference`'s: a flag, then the three when they changed (a
+/// reader takes `reference`'s otherwise). The tail of every residual, the hand-written one's too.
+#[inline]
+fn meta_residual<S: Stream>(
+    s: &mut S,
+    value: &mut ObjectState,
+    reference: &ObjectState,
+) -> Result<(), CodecError> {
     let mut changed = value.authority != reference.authority
         || value.authority_seq != reference.authority_seq
         || value.ownership_seq != reference.ownership_seq;

@@ -8,10 +8,10 @@
 //! reader's.
 
 use super::{
-    ABS_ANGULAR, ABS_LARGEST, ABS_LINEAR, ABS_POSITION, ABS_ROTATION, ANGULAR, ANGULAR_BUCKETS,
-    AT_REST, Buckets, LINEAR, LINEAR_BUCKETS, META_CHANGED, Motion, POSITION, POSITION_BUCKETS,
-    POSITION_PLAIN_AFTER, ROTATION, ROTATION_AFTER, ROTATION_BUCKETS, ROTATION_PLAIN_AFTER,
-    SAME_LARGEST, StateConfig, TURNED, check_bounds, meta, rotation_as, turned_buckets,
+    ABS_ANGULAR, ABS_LARGEST, ABS_LINEAR, ABS_POSITION, ANGULAR, ANGULAR_BUCKETS, AT_REST, Buckets,
+    LINEAR, LINEAR_BUCKETS, Motion, POSITION, POSITION_BUCKETS, POSITION_PLAIN_AFTER, ROTATION,
+    ROTATION_AFTER, ROTATION_BUCKETS, ROTATION_PLAIN_AFTER, SAME_LARGEST, StateConfig, TURNED,
+    check_bounds, check_rotation_bounds, meta_residual, rotation_as, turned_buckets,
     velocities_off,
 };
 use crate::error::CodecError;
@@ -146,16 +146,7 @@ pub(super) fn object_residual<S: Stream>(
             )?;
         }
     }
-    let max = quant.rotation.max_component();
-    if b.rotation
-        .components
-        .iter()
-        .any(|c| !(-max..=max).contains(c))
-    {
-        return Err(CodecError::Invalid {
-            field: ABS_ROTATION.name,
-        });
-    }
+    check_rotation_bounds(quant, &b.rotation.components)?;
     if config.pose_only {
         velocities_off::<S>(b)?;
     } else if b.at_rest {
@@ -179,18 +170,7 @@ pub(super) fn object_residual<S: Stream>(
         )?;
         check_bounds(&quant.angular_velocity, &b.angular_velocity, ABS_ANGULAR)?;
     }
-    let mut changed = value.authority != reference.authority
-        || value.authority_seq != reference.authority_seq
-        || value.ownership_seq != reference.ownership_seq;
-    s.bool(META_CHANGED, &mut changed)?;
-    if changed {
-        meta(s, value)
-    } else {
-        value.authority = reference.authority;
-        value.authority_seq = reference.authority_seq;
-        value.ownership_seq = reference.ownership_seq;
-        Ok(())
-    }
+    meta_residual(s, value, reference)
 }
 
 /// A velocity residual (no sign flips, each axis's own context name).
