@@ -12,7 +12,8 @@
 //! guest downloads it at join), `--players` goes up to 16.
 //!
 //! `cargo run --release -p physync-examples --bin peer_session -- --minutes 30 --hold-minutes 12
-//! --idle-minutes 12 --json`
+//! --idle-minutes 12 --json`; `RUST_LOG=physync_host=debug` also logs every refused update on stderr (who sent it,
+//! why it was refused, what it claimed and where the host had the object).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -32,6 +33,7 @@ use physync_host::{HostConfig, PeerHost};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+use tracing_subscriber::EnvFilter;
 
 /// Runs a bot-driven peer session on the in-memory network and reports traffic and convergence.
 #[derive(Debug, Parser)]
@@ -127,6 +129,12 @@ fn kbps(t: &TrafficCounters, elapsed: Duration) -> (f64, f64) {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     if let Some(minutes) = args.minutes {
         args.seconds = minutes * 60.0;
     }

@@ -616,6 +616,18 @@ impl PeerHost {
             since_accepted_s: frame.saturating_sub(accepted_at) as f32 * self.world.dt(),
         };
         if let Err(kind) = validate::check_object(&check, sender, id, state) {
+            let quant = &self.world.config().quant;
+            tracing::debug!(
+                player = sender,
+                object = id,
+                ?kind,
+                frame,
+                claimed_position = ?state.body.position_f32(quant),
+                claimed_velocity = ?state.body.linear_velocity_f32(quant),
+                host_position = ?self.world.physics_pose(id).translation.vector.as_slice(),
+                host_velocity = ?self.world.linear_velocity(id).as_slice(),
+                "object update refused"
+            );
             self.count_bad(from, kind, Some(id));
             match kind {
                 Bad::ForgedSequence => self.rebase_forged(id, state),
