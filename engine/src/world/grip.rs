@@ -104,7 +104,7 @@ impl World {
     /// contact pressed a step or two deeper as still touching.
     /// A collider taken out of the world since the last step (everything a released object touched is put
     /// back under a new handle) is not there: rapier still lists its pairs until the next step.
-    fn depth(&self, a: ColliderHandle, b: ColliderHandle) -> f32 {
+    pub(super) fn depth(&self, a: ColliderHandle, b: ColliderHandle) -> f32 {
         let (Some(a), Some(b)) = (self.physics.colliders.get(a), self.physics.colliders.get(b))
         else {
             return 0.0;

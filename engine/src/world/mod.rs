@@ -291,12 +291,15 @@ impl World {
             step_floor(&config.quant.angular_velocity),
         ];
         let gravity = physics.gravity.length();
+        // A held object's body is kinematic, and its contacts with fixed bodies (the level, an object held at
+        // rest) are listed too, so that its grip feels them and stops on them (see `grip`).
         // A resting object's body is fixed (see [`World::hold_at_rest`]): its contacts with other resting
         // objects and the level stay listed, so that a resting object still knows it is supported.
+        let held_contacts = ActiveCollisionTypes::default() | ActiveCollisionTypes::KINEMATIC_FIXED;
         let resting_contacts = if config.at_rest_detection {
-            ActiveCollisionTypes::default() | ActiveCollisionTypes::FIXED_FIXED
+            held_contacts | ActiveCollisionTypes::FIXED_FIXED
         } else {
-            ActiveCollisionTypes::default()
+            held_contacts
         };
         for piece in &scene.level {
             physics.insert(
@@ -459,8 +462,8 @@ impl World {
     /// dead on it, and a pushed pile would not give way. Woken here, it takes its share of the impact in the same
     /// step, as a sleeping rapier body does. One woken by a held object is no mere stir (see
     /// [`Object::still_since_stir`]). Candidates are the resting objects whose boxes the box the mover sweeps
-    /// touches ([`RestingBoxes`]): the mover's own contact pairs lag a step behind it, and a kinematic body has none
-    /// with fixed ones.
+    /// touches ([`RestingBoxes`]): the mover's own contact pairs lag a step behind it, and a held body's pairs with
+    /// fixed ones are no touch ([`World::held_against_fixed`]).
     fn wake_what_movers_reach(&mut self) {
         let mut boxes = std::mem::take(&mut self.scratch.resting_boxes);
         boxes.rebuild(
@@ -585,6 +588,19 @@ impl World {
         (self.objects.get(id)?.body == body).then_some(id as ObjectId)
     }
 
+    /// Whether a contact pair is a held object against a fixed body (the level, or an object held at rest):
+    /// listed only so that the grip feels what it presses (see `grip`). Neither body moves for it, so it is no
+    /// touch, support or collision: a resting object a hand reaches is woken first (see
+    /// [`World::wake_what_movers_reach`]) and touched as a body that moves.
+    fn held_against_fixed(&self, a: Option<ObjectId>, b: Option<ObjectId>) -> bool {
+        let held = |id: Option<ObjectId>| {
+            id.is_some_and(|id| self.objects[usize::from(id)].holder.is_some())
+        };
+        let fixed =
+            |id: Option<ObjectId>| id.is_none_or(|id| self.objects[usize::from(id)].at_rest);
+        (held(a) && fixed(b)) || (held(b) && fixed(a))
+    }
+
     /// Reads this step's contacts into the scratch buffers: the object pairs in contact, which objects touch
     /// anything at all (the floor included), and the high-energy collisions: contacts whose bodies closed in
     /// along the contact normal faster than [`HIGH_ENERGY_SPEED`] going into the step. A resting or sliding
@@ -603,7 +619,7 @@ impl World {
                 self.object_of(pair.collider1),
                 self.object_of(pair.collider2),
             );
-            if id1.is_none() && id2.is_none() {
+            if (id1.is_none() && id2.is_none()) || self.held_against_fixed(id1, id2) {
                 continue;
             }
             for id in id1.into_iter().chain(id2) {
@@ -762,6 +778,9 @@ impl World {
                 let Some(other) = self.object_of(other) else {
                     continue;
                 };
+                if self.held_against_fixed(Some(source), Some(other)) {
+                    continue;
+                }
                 let o = &mut self.objects[usize::from(other)];
                 let just_let_go_remotely = o.priority.thrown_frames > 0
                     && o.released_grab.is_some_and(|(player, seq)| {
@@ -1087,8 +1106,14 @@ impl World {
     /// rapier keeps to warm-start the next step: the first dynamic step of a released object, and of what it was
     /// pressed into, would start from them and launch both at metres per second, whatever the depenetration cap.
     /// rapier offers no way to clear them but to take the collider out of the world and put it back.
+    /// An object held at rest has none to forget: its contacts with a held body are never solved
+    /// ([`World::held_against_fixed`]), and putting it back would drop its support for a step and wake it.
     fn forget_contact_impulses(&mut self, id: ObjectId) {
-        let mut touched: Vec<ObjectId> = self.contacts(id).flatten().collect();
+        let mut touched: Vec<ObjectId> = self
+            .contacts(id)
+            .flatten()
+            .filter(|&other| !self.objects[usize::from(other)].at_rest)
+            .collect();
         touched.push(id);
         for id in touched {
             let object = &mut self.objects[usize::from(id)];
