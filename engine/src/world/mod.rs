@@ -611,6 +611,10 @@ impl World {
         scratch.touching.clear();
         scratch.collided.clear();
         refill(&mut scratch.supported, count, false);
+        let holding = self
+            .avatars
+            .iter()
+            .any(|a| a.grips.iter().any(Option::is_some));
         for pair in self.physics.contact_pairs() {
             if !pair.has_any_active_contact() {
                 continue;
@@ -619,7 +623,7 @@ impl World {
                 self.object_of(pair.collider1),
                 self.object_of(pair.collider2),
             );
-            if (id1.is_none() && id2.is_none()) || self.held_against_fixed(id1, id2) {
+            if (id1.is_none() && id2.is_none()) || (holding && self.held_against_fixed(id1, id2)) {
                 continue;
             }
             for id in id1.into_iter().chain(id2) {
