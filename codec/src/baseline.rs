@@ -3,6 +3,7 @@
 //! Both are generic over the state type, so rigid bodies, avatars and shooter snapshots share the machinery.
 
 use crate::header::acked_sequences;
+use crate::packet::SectionTables;
 use crate::seq::seq_newer;
 
 /// Packets the ack tracker remembers; acks for older packets are ignored (at 60 Hz, a little over four seconds).
@@ -60,6 +61,8 @@ pub struct AckTracker<T> {
     baselines: Vec<Option<Baseline<T>>>,
     /// Per object, acked states older than its baseline (any order; the oldest is replaced first).
     older: Vec<[Option<Baseline<T>>; OLDER_KEPT]>,
+    /// The packet writer's working tables, kept here (the link's sender side) so that each datagram reuses them.
+    pub(crate) tables: SectionTables<T>,
 }
 
 impl<T: Copy> AckTracker<T> {
@@ -77,6 +80,7 @@ impl<T: Copy> AckTracker<T> {
                 .collect(),
             baselines: vec![None; usize::from(max_objects)],
             older: vec![[None; OLDER_KEPT]; usize::from(max_objects)],
+            tables: SectionTables::default(),
         }
     }
 
