@@ -8,7 +8,9 @@
 //! baselines are named relative to this packet's `sequence`. Nothing may follow the last section.
 
 use crate::arith::{ArithPricing, ArithReadStream, ArithWriteStream, FieldCosts};
-use crate::baseline::{AckTracker, Baseline, MAX_BASELINE_OFFSET, MAX_OLDER_GAP, ReceiveHistory};
+use crate::baseline::{
+    AckTracker, Baseline, HISTORY_BLOCK, MAX_BASELINE_OFFSET, MAX_OLDER_GAP, ReceiveHistory,
+};
 use crate::bitpack::{BitReadStream, BitWriteStream};
 use crate::delta::{
     DeltaPath, DeltaState, Prediction, Surroundings, plan, serialize_changed, serialize_entry_lazy,
@@ -1324,6 +1326,8 @@ fn read_section_entries<S: Stream, T: DeltaState>(
     // As the writer: history predictions are corrected where the stream codes under contexts.
     let correct = S::CONTEXTS && T::uses_history(config);
     let mut neighbours = Neighbours::new();
+    // The block of ids whose successor the history was last asked to load ahead.
+    let mut ahead = usize::MAX;
     for _ in 0..count {
         // The commonest entry of a bit-packed section, four one bits: the next id, a baseline at the offset named
         // last, unchanged. Read at once, it is its baseline.
@@ -1331,6 +1335,10 @@ fn read_section_entries<S: Stream, T: DeltaState>(
         if !S::CONTEXTS && previous_offset != 0 && next <= link.max_id() && s.take_ones(4) {
             let id = next as u16;
             let named = sequence.wrapping_sub(previous_offset);
+            if usize::from(id) / HISTORY_BLOCK != ahead {
+                ahead = usize::from(id) / HISTORY_BLOCK;
+                history.prefetch_block_after(id, named, sequence);
+            }
             let (_, b) = history
                 .get_ref(id, named)
                 .ok_or(CodecError::MissingBaseline {
@@ -1366,6 +1374,10 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                 });
             }
             let named = sequence.wrapping_sub(previous_offset);
+            if usize::from(id) / HISTORY_BLOCK != ahead {
+                ahead = usize::from(id) / HISTORY_BLOCK;
+                history.prefetch_block_after(id, named, sequence);
+            }
             let (b_frame, b) = history
                 .get_ref(id, named)
                 .ok_or(CodecError::MissingBaseline {
