@@ -52,18 +52,16 @@ fn counted<R>(f: impl FnOnce() -> R) -> (usize, R) {
 
 /// Object `id`'s state in packet `seq`: one in five moves, the rest rest where they are.
 fn state(quant: &QuantConfig, id: u16, seq: u16) -> ObjectState {
-    let (i, t) = (
-        f32::from(id),
-        if id % 5 == 0 { f32::from(seq) } else { 0.0 },
-    );
+    let moving = id.is_multiple_of(5);
+    let (i, t) = (f32::from(id), if moving { f32::from(seq) } else { 0.0 });
     ObjectState {
         body: BodyState::quantize(
             quant,
             [i * 0.3 - 30.0 + t * 0.05, 0.5 + t * 0.01, i * 0.1],
             [0.1, i * 0.01, 0.2, 0.9],
-            [if id % 5 == 0 { 3.0 } else { 0.0 }, 0.0, 0.0],
+            [if moving { 3.0 } else { 0.0 }, 0.0, 0.0],
             [0.0, 0.0, 0.0],
-            id % 5 != 0,
+            !moving,
         ),
         authority: 0,
         authority_seq: 1,
