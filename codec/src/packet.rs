@@ -8,7 +8,9 @@
 //! baselines are named relative to this packet's `sequence`. Nothing may follow the last section.
 
 use crate::arith::{ArithPricing, ArithReadStream, ArithWriteStream, FieldCosts};
-use crate::baseline::{AckTracker, Baseline, MAX_BASELINE_OFFSET, MAX_OLDER_GAP, ReceiveHistory};
+use crate::baseline::{
+    AckTracker, Baseline, HISTORY_BLOCK, MAX_BASELINE_OFFSET, MAX_OLDER_GAP, ReceiveHistory,
+};
 use crate::bitpack::{BitReadStream, BitWriteStream};
 use crate::delta::{
     DeltaPath, DeltaState, Prediction, Surroundings, plan, serialize_changed, serialize_entry_lazy,
@@ -704,6 +706,10 @@ impl PacketWriter {
             Sink::Arith { header, stream } => ((header.len() + stream.finished_len()) * 8) as u64,
         };
         let room_bits = budget_bits.saturating_sub(used_bits);
+        let mut tables = std::mem::take(&mut tracker.tables);
+        let mut taken = std::mem::take(&mut tables.taken);
+        taken.clear();
+        taken.resize(usize::from(link.max_objects).div_ceil(64), 0);
         // Candidates in priority order, each with its bit-packed size. The prediction is computed only for an
         // object that changed since its baseline.
         let mut candidates = Candidates {
@@ -714,13 +720,15 @@ impl PacketWriter {
             frame,
             order,
             next: 0,
-            taken: vec![0u64; usize::from(link.max_objects).div_ceil(64)],
+            taken,
             state_of: &mut state_of,
         };
         // The candidates' states and predictions, which entries name by index.
-        let mut values: Vec<T> = Vec::with_capacity(order.len().min(usize::from(link.max_objects)));
+        let mut values = std::mem::take(&mut tables.values);
+        values.clear();
+        values.reserve(order.len().min(usize::from(link.max_objects)));
         // Entries chosen so far, and the section's bit-packed size.
-        let mut chosen: Selection<T> = Selection::new(&link, order.len());
+        let mut chosen: Selection<T> = Selection::new(&link, order.len(), &mut tables);
         // The ids sent, ascending, and the ids and states sent in any order (acks update each object on its own).
         let (ids, sent_ids, sent): (Vec<u16>, Vec<u16>, Vec<T>) = match &mut self.sink {
             Sink::Bit(s) => {
@@ -781,7 +789,9 @@ impl PacketWriter {
                 // Passes in a row that overran the budget.
                 let mut overruns = 0u32;
                 // Each entry's path, priced under the models the first time a pass writes it and kept after.
-                let mut priced = vec![None; usize::from(link.max_objects)];
+                let mut priced = std::mem::take(&mut tables.priced);
+                priced.clear();
+                priced.resize(usize::from(link.max_objects), None);
                 loop {
                     passes += 1;
                     // Grow in priority order toward the budget at the current ratio, short of a size that failed.
@@ -885,9 +895,14 @@ impl PacketWriter {
                 }
                 let ids: Vec<u16> = fitted.iter().map(|e| e.id).collect();
                 let sent = fitted.iter().map(|e| *e.state(&values)).collect();
+                tables.priced = priced;
                 (ids.clone(), ids, sent)
             }
         };
+        chosen.put_back(&mut tables);
+        tables.taken = candidates.taken;
+        tables.values = values;
+        tracker.tables = tables;
         tracker.record_sent_split(sequence, frame, sent_ids, sent);
         Ok(ids)
     }
@@ -1004,6 +1019,66 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>> Candidates<'_, 'b, T, F> {
     }
 }
 
+/// A section writer's working tables, kept by the link's [`AckTracker`] from one datagram to the next so that
+/// writing a section allocates none of them (the "tables reused, not reallocated per datagram"). Each is
+/// cleared, or written before it is read, by the section that takes it. A section that fails leaves them empty, and
+/// the next one allocates them again.
+pub(crate) struct SectionTables<T> {
+    /// [`Candidates::taken`].
+    taken: Vec<u64>,
+    /// The section's states and predictions, which entries name by index.
+    values: Vec<T>,
+    /// [`Selection::entries`], emptied: an entry borrows its baseline from the tracker, so between sections the
+    /// allocation is kept under a type without that borrow (see [`recycled`]).
+    entries: Vec<(Entry<'static, ()>, u64)>,
+    /// [`Selection::index_of`].
+    index_of: Vec<u32>,
+    /// [`Selection::ids`].
+    ids: Vec<u64>,
+    /// [`Selection::offsets`].
+    offsets: Vec<u16>,
+    /// The range-coded writer's priced path per id.
+    priced: Vec<Option<DeltaPath>>,
+}
+
+impl<T> Default for SectionTables<T> {
+    fn default() -> Self {
+        Self {
+            taken: Vec::new(),
+            values: Vec::new(),
+            entries: Vec::new(),
+            index_of: Vec::new(),
+            ids: Vec::new(),
+            offsets: Vec::new(),
+            priced: Vec::new(),
+        }
+    }
+}
+
+// A tracker's copy starts its own tables.
+impl<T> Clone for SectionTables<T> {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl<T> std::fmt::Debug for SectionTables<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SectionTables")
+            .field("entries_capacity", &self.entries.capacity())
+            .finish_non_exhaustive()
+    }
+}
+
+/// `v` emptied, as a vector of another element type in the same allocation: the standard library collects a
+/// vector's own iterator in place when the two element types have one size and alignment, as an entry and its
+/// stored form have (they differ only in the lifetime and pointee of the baseline reference). The tables' test
+/// counts allocations, so a toolchain that stopped doing so would be caught.
+fn recycled<A, B>(mut v: Vec<A>) -> Vec<B> {
+    v.clear();
+    v.into_iter().filter_map(|_| None).collect()
+}
+
 /// The entries chosen for a section so far, in priority order, with the set of their ids as a bitmap so that an
 /// id's neighbours in ascending order (which its gap and baseline fields depend on) are found in a few word scans.
 struct Selection<'b, T> {
@@ -1017,16 +1092,35 @@ struct Selection<'b, T> {
 }
 
 impl<'b, T: Copy> Selection<'b, T> {
-    /// An empty selection for a section of at most `candidates` entries.
-    fn new(link: &LinkConfig, candidates: usize) -> Self {
+    /// An empty selection for a section of at most `candidates` entries, in the tables of `tables` (taken out of it
+    /// until [`Selection::put_back`]). Only the id bitmap is cleared: `index_of` and `offsets` are read only at
+    /// chosen ids, each written when its entry is inserted.
+    fn new(link: &LinkConfig, candidates: usize, tables: &mut SectionTables<T>) -> Self {
         let n = usize::from(link.max_objects);
+        let mut entries = recycled(std::mem::take(&mut tables.entries));
+        entries.reserve(candidates.min(n));
+        let mut ids = std::mem::take(&mut tables.ids);
+        ids.clear();
+        ids.resize(n.div_ceil(64), 0);
+        let mut index_of = std::mem::take(&mut tables.index_of);
+        index_of.resize(n, 0);
+        let mut offsets = std::mem::take(&mut tables.offsets);
+        offsets.resize(n, 0);
         Self {
-            entries: Vec::with_capacity(candidates.min(n)),
-            index_of: vec![0; n],
-            ids: vec![0; n.div_ceil(64)],
-            offsets: vec![0; n],
+            entries,
+            index_of,
+            ids,
+            offsets,
             total: u64::from(bits_for(u32::from(link.max_objects))),
         }
+    }
+
+    /// Returns the selection's tables to `tables`, for the next section.
+    fn put_back(self, tables: &mut SectionTables<T>) {
+        tables.entries = recycled(self.entries);
+        tables.index_of = self.index_of;
+        tables.ids = self.ids;
+        tables.offsets = self.offsets;
     }
 
     fn len(&self) -> usize {
@@ -1232,6 +1326,8 @@ fn read_section_entries<S: Stream, T: DeltaState>(
     // As the writer: history predictions are corrected where the stream codes under contexts.
     let correct = S::CONTEXTS && T::uses_history(config);
     let mut neighbours = Neighbours::new();
+    // The block of ids whose successor the history was last asked to load ahead.
+    let mut ahead = usize::MAX;
     for _ in 0..count {
         // The commonest entry of a bit-packed section, four one bits: the next id, a baseline at the offset named
         // last, unchanged. Read at once, it is its baseline.
@@ -1239,6 +1335,10 @@ fn read_section_entries<S: Stream, T: DeltaState>(
         if !S::CONTEXTS && previous_offset != 0 && next <= link.max_id() && s.take_ones(4) {
             let id = next as u16;
             let named = sequence.wrapping_sub(previous_offset);
+            if usize::from(id) / HISTORY_BLOCK != ahead {
+                ahead = usize::from(id) / HISTORY_BLOCK;
+                history.prefetch_block_after(id, named, sequence);
+            }
             let (_, b) = history
                 .get_ref(id, named)
                 .ok_or(CodecError::MissingBaseline {
@@ -1274,6 +1374,10 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                 });
             }
             let named = sequence.wrapping_sub(previous_offset);
+            if usize::from(id) / HISTORY_BLOCK != ahead {
+                ahead = usize::from(id) / HISTORY_BLOCK;
+                history.prefetch_block_after(id, named, sequence);
+            }
             let (b_frame, b) = history
                 .get_ref(id, named)
                 .ok_or(CodecError::MissingBaseline {
