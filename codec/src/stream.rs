@@ -27,7 +27,7 @@ impl Ctx {
     pub const COUNT: usize = Self::CODEC + 64;
 
     /// Number of model slots the codec's own fields may use (the trained priors cover these).
-    pub const CODEC: usize = 250;
+    pub const CODEC: usize = 254;
 
     /// A context for a field of the codec itself.
     pub const fn new(id: u16, name: &'static str) -> Self {
