@@ -493,6 +493,21 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
         };
         if plain {
             previous_gap_length = 0;
+            // A plain unchanged entry (most of a section) is its unchanged flag alone: no prediction to correct,
+            // no path to price, no baseline fields.
+            if e.path == DeltaPath::Unchanged
+                && let Some(b) = e.baseline
+            {
+                around.near = if correct {
+                    neighbours.nearness(&b.state)
+                } else {
+                    0
+                };
+                serialize_unchanged(s, &mut DeltaPath::Unchanged, &b.state, around)?;
+                around.after_change = false;
+                previous = Some(e.id);
+                continue;
+            }
         } else {
             let mut id = e.id;
             serialize_id(s, link, &mut id, previous, &mut previous_gap_length)?;
@@ -1343,60 +1358,68 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                 })?;
             baseline = Some((b, b_frame, named));
         }
-        // Decoded in place in the output, so that the state (often the baseline itself) is copied once.
-        let at = out.len();
-        out.push((id, T::default()));
-        let state = &mut out[at].1;
         let mut path = DeltaPath::Absolute;
-        // The uncorrected prediction from history, recorded for the entries after this one.
-        let mut raw: Option<T> = None;
         around.near = match baseline {
             Some((b, _, _)) if correct => neighbours.nearness(b),
             _ => 0,
         };
-        serialize_entry_lazy(
-            s,
-            config,
-            state,
-            &mut path,
-            baseline.map(|(b, _, _)| b),
-            around,
-            |s| {
-                let Some((b, b_frame, named)) = baseline else {
-                    return Ok(Prediction::None);
-                };
-                let frames = frame.wrapping_sub(b_frame);
-                if T::uses_history(config) {
-                    let mut older = None;
-                    serialize_older(s, &mut older)?;
-                    if let Some(gap) = older {
-                        let sequence = named.wrapping_sub(gap);
-                        let o = history
-                            .get(id, sequence)
-                            .ok_or(CodecError::MissingBaseline {
-                                object: id,
-                                sequence,
-                            })?;
-                        let span = b_frame.wrapping_sub(o.frame);
-                        raw = T::predict_from_history(config, b, frames, &o.state, span);
-                        return Ok(match &raw {
-                            Some(p) if correct => {
-                                let (p, neighbour) = neighbours.corrected(config, b, p);
-                                Prediction::corrected(p, neighbour)
-                            }
-                            Some(p) => Prediction::Made(*p),
-                            None => Prediction::None,
-                        });
-                    }
+        // An unchanged entry (most of a section) is its baseline: pushed as a default and copied in place, as
+        // above.
+        if let Some((b, _, _)) = baseline
+            && serialize_unchanged(s, &mut path, b, around)?
+        {
+            let at = out.len();
+            out.push((id, T::default()));
+            out[at].1 = *b;
+            around.after_change = false;
+            continue;
+        }
+        // Decoded in place in the output, so that the state is copied once.
+        let at = out.len();
+        out.push((id, T::default()));
+        let state = &mut out[at].1;
+        // The uncorrected prediction from history, recorded for the entries after this one.
+        let mut raw: Option<T> = None;
+        let predict = |s: &mut S| {
+            let Some((b, b_frame, named)) = baseline else {
+                return Ok(Prediction::None);
+            };
+            let frames = frame.wrapping_sub(b_frame);
+            if T::uses_history(config) {
+                let mut older = None;
+                serialize_older(s, &mut older)?;
+                if let Some(gap) = older {
+                    let sequence = named.wrapping_sub(gap);
+                    let o = history
+                        .get(id, sequence)
+                        .ok_or(CodecError::MissingBaseline {
+                            object: id,
+                            sequence,
+                        })?;
+                    let span = b_frame.wrapping_sub(o.frame);
+                    raw = T::predict_from_history(config, b, frames, &o.state, span);
+                    return Ok(match &raw {
+                        Some(p) if correct => {
+                            let (p, neighbour) = neighbours.corrected(config, b, p);
+                            Prediction::corrected(p, neighbour)
+                        }
+                        Some(p) => Prediction::Made(*p),
+                        None => Prediction::None,
+                    });
                 }
-                // Made only if the entry needs it: a residual against the baseline does not.
-                Ok(if T::predicts(config, b, frames) {
-                    Prediction::FromBaseline(frames)
-                } else {
-                    Prediction::None
-                })
-            },
-        )?;
+            }
+            // Made only if the entry needs it: a residual against the baseline does not.
+            Ok(if T::predicts(config, b, frames) {
+                Prediction::FromBaseline(frames)
+            } else {
+                Prediction::None
+            })
+        };
+        match baseline {
+            // Its unchanged flag, read above, said it changed.
+            Some((b, _, _)) => serialize_changed(s, config, state, &mut path, b, predict)?,
+            None => serialize_entry_lazy(s, config, state, &mut path, None, around, predict)?,
+        }
         if correct
             && path != DeltaPath::Unchanged
             && let (Some(p), Some((b, _, _))) = (&raw, baseline)
