@@ -80,17 +80,18 @@ fn model(p: u16, rate: u8) -> u16 {
     (p & PROB_MASK) | (shift_of(rate) << RATE_SHIFT)
 }
 
-/// A model word after coding `bit`: its probability adapted at its rate, as [`adapt`] moves it.
+/// A model word after coding `bit`: its probability adapted at its rate, as [`adapt`] moves it. The step is added
+/// to or taken from the whole word: the probability stays inside `1..PROB_ONE` (see [`adapt`]), so the shift above
+/// it is never touched.
 #[inline(always)]
 fn adapt_model(word: u16, bit: bool) -> u16 {
     let shift = word >> RATE_SHIFT;
     let p = word & PROB_MASK;
-    let p = if bit {
-        p - (p >> shift)
+    if bit {
+        word - (p >> shift)
     } else {
-        p + ((PROB_ONE - p) >> shift)
-    };
-    (word & !PROB_MASK) | p
+        word + ((PROB_ONE - p) >> shift)
+    }
 }
 
 /// Every model's starting word: the probability from `trained` over even odds, the rate from `rates` over

@@ -47,6 +47,15 @@ const HAS_BASELINE: Ctx = Ctx::new(43, "has baseline");
 const SAME_OFFSET: Ctx = Ctx::new(44, "same baseline offset");
 const OFFSET: Ctx = Ctx::new(45, "baseline offset");
 const HAS_OLDER: Ctx = Ctx::new(58, "has older baseline");
+/// The range coder's plain-entry flag: the entry is the next id, against a baseline at the offset named last (the
+/// commonest entry: one decision instead of the next-id, has-baseline and same-offset flags). Under a context of
+/// the bit length of the gap before it (0, 1, 2, more), as the id gap.
+const PLAIN: [Ctx; 4] = [
+    Ctx::new(250, "object id, plain entry"),
+    Ctx::new(251, "object id, plain entry after a run"),
+    Ctx::new(252, "object id, plain entry after a short gap"),
+    Ctx::new(253, "object id, plain entry after a long gap"),
+];
 const OLDER_GAP: Ctx = Ctx::new(59, "older baseline gap");
 
 /// What both ends of a link agree on besides the state types' own configuration.
@@ -183,7 +192,27 @@ fn older_bits(older: Option<u16>) -> u64 {
 /// The context of the next id gap: the bit length of the gap before it, capped.
 #[inline]
 fn gap_context(previous_gap_length: i32) -> Ctx {
-    ID_GAP[previous_gap_length.clamp(0, 3) as usize]
+    gap_context_of(&ID_GAP, previous_gap_length)
+}
+
+/// The context among `contexts` for the bit length of the gap before, capped.
+#[inline]
+fn gap_context_of(contexts: &[Ctx; 4], previous_gap_length: i32) -> Ctx {
+    contexts[previous_gap_length.clamp(0, 3) as usize]
+}
+
+/// The id a plain entry (see [`PLAIN`]) would have, if the section codes the plain flag here: a stream that codes
+/// under contexts (the range coder), after an entry that named a baseline (`previous_offset`, at least 1), short of
+/// the link's last id.
+#[inline]
+fn plain_next(
+    contexts: bool,
+    link: &LinkConfig,
+    previous: Option<u16>,
+    previous_offset: u16,
+) -> Option<u16> {
+    let next = previous.map(|p| i32::from(p) + 1)?;
+    (contexts && previous_offset != 0 && next <= link.max_id()).then_some(next as u16)
 }
 
 /// Serializes an id as the gap from the id before it (`previous`, ids strictly ascending within a section): whether
@@ -253,9 +282,10 @@ fn offset_bits(offset: Option<u16>, previous_offset: u16) -> u64 {
     }
 }
 
-/// Serializes an entry's baseline fields and its state along `path` (its planned path, or one the range coder
-/// priced cheaper) against `prediction` (the entry's, or its neighbour correction); the id comes before, from
-/// [`serialize_id`]. `values` holds the states the entries' indices name.
+/// Serializes an entry's baseline fields (unless the entry is `plain`, see [`PLAIN`]) and its state along `path`
+/// (its planned path, or one the range coder priced cheaper) against `prediction` (the entry's, or its neighbour
+/// correction); the id comes before, from [`serialize_id`] or the plain flag. `values` holds the states the
+/// entries' indices name.
 #[inline]
 #[allow(clippy::too_many_arguments)]
 fn serialize_entry_body<S: Stream, T: DeltaState>(
@@ -267,15 +297,18 @@ fn serialize_entry_body<S: Stream, T: DeltaState>(
     path: DeltaPath,
     previous_offset: u16,
     around: Surroundings,
+    plain: bool,
 ) -> Result<(), CodecError> {
-    let mut has = e.offset.is_some();
-    s.bool(HAS_BASELINE, &mut has)?;
-    if let Some(offset) = e.offset {
-        let mut same = offset == previous_offset;
-        s.bool(SAME_OFFSET, &mut same)?;
-        if !same {
-            let mut o = i32::from(offset);
-            s.int(OFFSET, &mut o, 1, i32::from(MAX_BASELINE_OFFSET))?;
+    if !plain {
+        let mut has = e.offset.is_some();
+        s.bool(HAS_BASELINE, &mut has)?;
+        if let Some(offset) = e.offset {
+            let mut same = offset == previous_offset;
+            s.bool(SAME_OFFSET, &mut same)?;
+            if !same {
+                let mut o = i32::from(offset);
+                s.int(OFFSET, &mut o, 1, i32::from(MAX_BASELINE_OFFSET))?;
+            }
         }
     }
     let (mut path, mut older) = (path, e.older);
@@ -452,8 +485,35 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
     let correct = S::CONTEXTS && T::uses_history(config);
     let mut neighbours = Neighbours::new();
     for e in entries {
-        let mut id = e.id;
-        serialize_id(s, link, &mut id, previous, &mut previous_gap_length)?;
+        let plain = match plain_next(S::CONTEXTS, link, previous, previous_offset) {
+            Some(next) => {
+                let mut plain = e.id == next && e.offset == Some(previous_offset);
+                s.bool(gap_context_of(&PLAIN, previous_gap_length), &mut plain)?;
+                plain
+            }
+            None => false,
+        };
+        if plain {
+            previous_gap_length = 0;
+            // A plain unchanged entry (most of a section) is its unchanged flag alone: no prediction to correct,
+            // no path to price, no baseline fields.
+            if e.path == DeltaPath::Unchanged
+                && let Some(b) = e.baseline
+            {
+                around.near = if correct {
+                    neighbours.nearness(&b.state)
+                } else {
+                    0
+                };
+                serialize_unchanged(s, &mut DeltaPath::Unchanged, &b.state, around)?;
+                around.after_change = false;
+                previous = Some(e.id);
+                continue;
+            }
+        } else {
+            let mut id = e.id;
+            serialize_id(s, link, &mut id, previous, &mut previous_gap_length)?;
+        }
         // Only a prediction from history is corrected (the reader makes any other from the baseline alone).
         let raw = e.prediction(values).filter(|_| e.older.is_some());
         let against = match (raw, e.baseline) {
@@ -502,6 +562,7 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
             path,
             previous_offset,
             around,
+            plain,
         )?;
         if correct
             && path != DeltaPath::Unchanged
@@ -1355,15 +1416,30 @@ fn read_section_entries<S: Stream, T: DeltaState>(
             around.after_change = false;
             continue;
         }
-        let mut id = 0u16;
-        serialize_id(s, link, &mut id, previous, &mut previous_gap_length)?;
-        previous = Some(id);
-        let mut has = false;
-        s.bool(HAS_BASELINE, &mut has)?;
+        let mut plain = false;
+        if let Some(next) = plain_next(S::CONTEXTS, link, previous, previous_offset) {
+            s.bool(gap_context_of(&PLAIN, previous_gap_length), &mut plain)?;
+            if plain {
+                previous_gap_length = 0;
+                previous = Some(next);
+            }
+        }
+        let mut has = plain;
+        if !plain {
+            let mut id = 0u16;
+            serialize_id(s, link, &mut id, previous, &mut previous_gap_length)?;
+            previous = Some(id);
+            s.bool(HAS_BASELINE, &mut has)?;
+        }
+        // Set on either branch above.
+        let id = previous.unwrap_or(0);
         let mut baseline = None;
         if has {
-            let mut same = false;
-            s.bool(SAME_OFFSET, &mut same)?;
+            // A plain entry's baseline is at the offset named last.
+            let mut same = plain;
+            if !plain {
+                s.bool(SAME_OFFSET, &mut same)?;
+            }
             if !same {
                 let mut o = 0i32;
                 s.int(OFFSET, &mut o, 1, i32::from(MAX_BASELINE_OFFSET))?;
@@ -1386,60 +1462,68 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                 })?;
             baseline = Some((b, b_frame, named));
         }
-        // Decoded in place in the output, so that the state (often the baseline itself) is copied once.
-        let at = out.len();
-        out.push((id, T::default()));
-        let state = &mut out[at].1;
         let mut path = DeltaPath::Absolute;
-        // The uncorrected prediction from history, recorded for the entries after this one.
-        let mut raw: Option<T> = None;
         around.near = match baseline {
             Some((b, _, _)) if correct => neighbours.nearness(b),
             _ => 0,
         };
-        serialize_entry_lazy(
-            s,
-            config,
-            state,
-            &mut path,
-            baseline.map(|(b, _, _)| b),
-            around,
-            |s| {
-                let Some((b, b_frame, named)) = baseline else {
-                    return Ok(Prediction::None);
-                };
-                let frames = frame.wrapping_sub(b_frame);
-                if T::uses_history(config) {
-                    let mut older = None;
-                    serialize_older(s, &mut older)?;
-                    if let Some(gap) = older {
-                        let sequence = named.wrapping_sub(gap);
-                        let o = history
-                            .get(id, sequence)
-                            .ok_or(CodecError::MissingBaseline {
-                                object: id,
-                                sequence,
-                            })?;
-                        let span = b_frame.wrapping_sub(o.frame);
-                        raw = T::predict_from_history(config, b, frames, &o.state, span);
-                        return Ok(match &raw {
-                            Some(p) if correct => {
-                                let (p, neighbour) = neighbours.corrected(config, b, p);
-                                Prediction::corrected(p, neighbour)
-                            }
-                            Some(p) => Prediction::Made(*p),
-                            None => Prediction::None,
-                        });
-                    }
+        // An unchanged entry (most of a section) is its baseline: pushed as a default and copied in place, as
+        // above.
+        if let Some((b, _, _)) = baseline
+            && serialize_unchanged(s, &mut path, b, around)?
+        {
+            let at = out.len();
+            out.push((id, T::default()));
+            out[at].1 = *b;
+            around.after_change = false;
+            continue;
+        }
+        // Decoded in place in the output, so that the state is copied once.
+        let at = out.len();
+        out.push((id, T::default()));
+        let state = &mut out[at].1;
+        // The uncorrected prediction from history, recorded for the entries after this one.
+        let mut raw: Option<T> = None;
+        let predict = |s: &mut S| {
+            let Some((b, b_frame, named)) = baseline else {
+                return Ok(Prediction::None);
+            };
+            let frames = frame.wrapping_sub(b_frame);
+            if T::uses_history(config) {
+                let mut older = None;
+                serialize_older(s, &mut older)?;
+                if let Some(gap) = older {
+                    let sequence = named.wrapping_sub(gap);
+                    let o = history
+                        .get(id, sequence)
+                        .ok_or(CodecError::MissingBaseline {
+                            object: id,
+                            sequence,
+                        })?;
+                    let span = b_frame.wrapping_sub(o.frame);
+                    raw = T::predict_from_history(config, b, frames, &o.state, span);
+                    return Ok(match &raw {
+                        Some(p) if correct => {
+                            let (p, neighbour) = neighbours.corrected(config, b, p);
+                            Prediction::corrected(p, neighbour)
+                        }
+                        Some(p) => Prediction::Made(*p),
+                        None => Prediction::None,
+                    });
                 }
-                // Made only if the entry needs it: a residual against the baseline does not.
-                Ok(if T::predicts(config, b, frames) {
-                    Prediction::FromBaseline(frames)
-                } else {
-                    Prediction::None
-                })
-            },
-        )?;
+            }
+            // Made only if the entry needs it: a residual against the baseline does not.
+            Ok(if T::predicts(config, b, frames) {
+                Prediction::FromBaseline(frames)
+            } else {
+                Prediction::None
+            })
+        };
+        match baseline {
+            // Its unchanged flag, read above, said it changed.
+            Some((b, _, _)) => serialize_changed(s, config, state, &mut path, b, predict)?,
+            None => serialize_entry_lazy(s, config, state, &mut path, None, around, predict)?,
+        }
         if correct
             && path != DeltaPath::Unchanged
             && let (Some(p), Some((b, _, _))) = (&raw, baseline)
@@ -1772,29 +1856,71 @@ mod tests {
     }
 
     #[test]
-    fn a_run_of_consecutive_ids_costs_a_few_bits() {
-        // A section naming every object, as a pose-only link's does: each id is one next-id decision.
-        let link = LinkConfig::default();
-        let ids: Vec<u16> = (0..901).chain([905, 960, 1000]).collect();
-        let mut w = ArithWriteStream::new();
-        let (mut previous, mut length) = (None, 0);
-        for &id in &ids {
-            serialize_id(&mut w, &link, &mut id.clone(), previous, &mut length).unwrap();
-            previous = Some(id);
+    fn a_run_of_resting_entries_costs_a_few_bits() {
+        // A section naming every object again, none changed since its baseline (a resting scene, as a pose-only
+        // link sends it): each entry after the first is one plain-entry decision and its unchanged flag. Then the
+        // same objects with every third id left out: the gaps go through the id code, the rest stay plain.
+        let link = LinkConfig {
+            backend: Backend::Arith,
+            ..LinkConfig::default()
+        };
+        let world = World::new(3, 901);
+        let mut tracker = AckTracker::new(link.max_objects);
+        let mut history = ReceiveHistory::new(link.max_objects);
+        let every: Vec<u16> = (0..901).collect();
+        let gapped: Vec<u16> = (0..901).filter(|id| id % 3 != 1).collect();
+        let mut sizes = Vec::new();
+        // First every object's absolute state, a packet's worth at a time, then every object against a baseline
+        // (at several offsets), then the two measured sections.
+        let mut unsent = every.clone();
+        let mut sequence = 0u16;
+        while !unsent.is_empty() {
+            let p = encode_packet(
+                &link,
+                &world.config,
+                PacketHeader {
+                    sequence,
+                    ..PacketHeader::default()
+                },
+                sequence,
+                &unsent,
+                |id| world.states.get(usize::from(id)).copied(),
+                &mut tracker,
+            )
+            .unwrap();
+            decode_packet::<ObjectState>(&link, &world.config, &p.bytes, &mut history).unwrap();
+            tracker.process_acks(sequence, 0);
+            unsent.retain(|id| !p.included.contains(id));
+            sequence += 1;
         }
-        let bytes = w.finish();
-        // Measured: 7 bytes for the 904 ids (each gap's bit length through a four-level tree before the next-id flag:
-        // the ladder's ids went from 0.21 to 0.12 bits a changed cube).
-        assert!(bytes.len() <= 8, "{} bytes", bytes.len());
-        let mut r = ArithReadStream::new(&bytes).unwrap();
-        let (mut previous, mut length) = (None, 0);
-        for &id in &ids {
-            let mut got = 0;
-            serialize_id(&mut r, &link, &mut got, previous, &mut length).unwrap();
-            assert_eq!(got, id);
-            previous = Some(got);
+        for order in [&every, &every, &gapped] {
+            let p = encode_packet(
+                &link,
+                &world.config,
+                PacketHeader {
+                    sequence,
+                    ..PacketHeader::default()
+                },
+                sequence,
+                order,
+                |id| world.states.get(usize::from(id)).copied(),
+                &mut tracker,
+            )
+            .unwrap();
+            assert_eq!(p.included, *order);
+            let d =
+                decode_packet::<ObjectState>(&link, &world.config, &p.bytes, &mut history).unwrap();
+            for (id, state) in &d.entries {
+                assert_eq!(*state, world.states[usize::from(*id)]);
+            }
+            tracker.process_acks(sequence, 0);
+            sizes.push(p.bytes.len() - HEADER_BYTES);
+            sequence += 1;
         }
-        r.finish().unwrap();
+        // Measured: 5 bytes for the 901 resting entries (0.04 bits each, the section's frame and count included;
+        // 6 before the plain flag), 158 for the 601 with a gap after every other entry (153 before).
+        assert!(sizes[1] <= 6, "{sizes:?}");
+        assert!(sizes[2] <= 165, "{sizes:?}");
     }
 
     #[test]

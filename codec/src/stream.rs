@@ -27,7 +27,7 @@ impl Ctx {
     pub const COUNT: usize = Self::CODEC + 64;
 
     /// Number of model slots the codec's own fields may use (the trained priors cover these).
-    pub const CODEC: usize = 250;
+    pub const CODEC: usize = 254;
 
     /// A context for a field of the codec itself.
     pub const fn new(id: u16, name: &'static str) -> Self {
@@ -42,9 +42,16 @@ impl Ctx {
         }
     }
 
+    /// The context's model slot: its id, taken modulo [`Ctx::COUNT`] only when past it (every id the codec and
+    /// [`Ctx::user`] make is below it, so the coder's hot path skips the division's multiply).
     #[inline]
     pub(crate) fn slot(self) -> usize {
-        usize::from(self.id) % Self::COUNT
+        let id = usize::from(self.id);
+        if id < Self::COUNT {
+            id
+        } else {
+            id % Self::COUNT
+        }
     }
 }
 
@@ -264,5 +271,12 @@ mod tests {
         assert_eq!(Ctx::user(0, "a").slot(), Ctx::CODEC);
         assert_eq!(Ctx::user(63, "a").slot(), Ctx::COUNT - 1);
         assert_eq!(Ctx::user(64, "a").slot(), Ctx::CODEC);
+        // An id past the table wraps, as it did when every slot was taken modulo the count.
+        assert_eq!(Ctx::new(Ctx::COUNT as u16, "a").slot(), 0);
+        assert_eq!(Ctx::new(Ctx::COUNT as u16 * 2 + 5, "a").slot(), 5);
+        assert_eq!(
+            Ctx::new(u16::MAX, "a").slot(),
+            usize::from(u16::MAX) % Ctx::COUNT
+        );
     }
 }
