@@ -7,7 +7,7 @@
 //! rendered poses snapping; every
 //! contest is timed until all four peers agree on who has the cube; and after the settle every guest is
 //! compared with the host. `--events` and `--trace` print what a peer knew when it showed a fault, and any
-//! object on every peer frame by frame (how the traces in the README were made).
+//! object on every peer frame by frame (how the traces in `docs/benchmark-history.md` were made).
 //!
 //! `cargo run --release -p physync-examples --bin peer_feel -- --json`
 
