@@ -679,7 +679,7 @@ impl ArithWriteStream {
         if let Some(costs) = self.costs.as_deref_mut() {
             costs.decision(index, bit, p);
         }
-        self.enc.encode_bit(&mut p.clone(), bit);
+        self.enc.encode_decision(p, bit);
         *m = adapt_model(word, bit);
     }
 

@@ -493,6 +493,10 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
             }
             None => false,
         };
+        around.near = match e.baseline {
+            Some(b) if correct => neighbours.nearness(&b.state),
+            _ => 0,
+        };
         if plain {
             previous_gap_length = 0;
             // A plain unchanged entry (most of a section) is its unchanged flag alone: no prediction to correct,
@@ -500,11 +504,6 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
             if e.path == DeltaPath::Unchanged
                 && let Some(b) = e.baseline
             {
-                around.near = if correct {
-                    neighbours.nearness(&b.state)
-                } else {
-                    0
-                };
                 serialize_unchanged(s, &mut DeltaPath::Unchanged, &b.state, around)?;
                 around.after_change = false;
                 previous = Some(e.id);
@@ -530,10 +529,6 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
             },
         };
         let prediction = against.prediction.as_ref();
-        around.near = match e.baseline {
-            Some(b) if correct => neighbours.nearness(&b.state),
-            _ => 0,
-        };
         let mut path = e.path;
         // An unchanged entry is its flag alone on every pass: nothing to price.
         if path != DeltaPath::Unchanged
@@ -1351,6 +1346,23 @@ impl<'b, T: Copy> Selection<'b, T> {
         self.total = total;
     }
 }
+/// Asks `history` to load the next block after `id`'s ahead of use (see [`ReceiveHistory::prefetch_block_after`]),
+/// once per block: `ahead` is the block of ids it was last asked for.
+#[inline]
+fn load_ahead<T: Copy>(
+    history: &ReceiveHistory<T>,
+    ahead: &mut usize,
+    id: u16,
+    named: u16,
+    sequence: u16,
+) {
+    let block = usize::from(id) / HISTORY_BLOCK;
+    if block != *ahead {
+        *ahead = block;
+        history.prefetch_block_after(id, named, sequence);
+    }
+}
+
 enum Source<'a> {
     Bit(BitReadStream<'a>),
     Arith(Box<ArithReadStream<'a>>),
@@ -1396,10 +1408,7 @@ fn read_section_entries<S: Stream, T: DeltaState>(
         if !S::CONTEXTS && previous_offset != 0 && next <= link.max_id() && s.take_ones(4) {
             let id = next as u16;
             let named = sequence.wrapping_sub(previous_offset);
-            if usize::from(id) / HISTORY_BLOCK != ahead {
-                ahead = usize::from(id) / HISTORY_BLOCK;
-                history.prefetch_block_after(id, named, sequence);
-            }
+            load_ahead(history, &mut ahead, id, named, sequence);
             let (_, b) = history
                 .get_ref(id, named)
                 .ok_or(CodecError::MissingBaseline {
@@ -1450,10 +1459,7 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                 });
             }
             let named = sequence.wrapping_sub(previous_offset);
-            if usize::from(id) / HISTORY_BLOCK != ahead {
-                ahead = usize::from(id) / HISTORY_BLOCK;
-                history.prefetch_block_after(id, named, sequence);
-            }
+            load_ahead(history, &mut ahead, id, named, sequence);
             let (b_frame, b) = history
                 .get_ref(id, named)
                 .ok_or(CodecError::MissingBaseline {

@@ -73,14 +73,24 @@ impl RangeEncoder {
     /// Codes `bit` with the adaptive model `prob` (the probability of 0, updated in place).
     #[inline]
     pub fn encode_bit(&mut self, prob: &mut u16, bit: bool) {
-        let bound = (self.range >> PROB_BITS) * u32::from(*prob);
+        self.encode_decision(*prob, bit);
+        if bit {
+            *prob -= *prob >> ADAPT_SHIFT;
+        } else {
+            *prob += (PROB_ONE - *prob) >> ADAPT_SHIFT;
+        }
+    }
+
+    /// Codes one bit at probability `p0` of 0 (out of [`PROB_ONE`]), leaving the model's update to the caller
+    /// (the counterpart of [`RangeDecoder::decode_decision`]).
+    #[inline(always)]
+    pub fn encode_decision(&mut self, p0: u16, bit: bool) {
+        let bound = (self.range >> PROB_BITS) * u32::from(p0);
         if bit {
             self.low += u64::from(bound);
             self.range -= bound;
-            *prob -= *prob >> ADAPT_SHIFT;
         } else {
             self.range = bound;
-            *prob += (PROB_ONE - *prob) >> ADAPT_SHIFT;
         }
         self.normalize();
     }

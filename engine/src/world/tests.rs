@@ -818,6 +818,16 @@ fn a_cube_let_go_by_another_player_is_not_taken_by_touch_on_a_third_peer() {
     }
 }
 
+/// Lets the table scene settle for two seconds, then puts cube 1 in `player`'s right hand; returns where cube 0 rests.
+fn settle_and_grab_cube_1(world: &mut World, player: u8) -> Vector3<f32> {
+    for _ in 0..120 {
+        world.step();
+    }
+    world.set_hand_pose(player, Hand::Right, world.physics_pose(1));
+    world.grab(player, Hand::Right, 1).unwrap();
+    world.physics_pose(0).translation.vector
+}
+
 /// A hand presses the cube it holds deep into a cube resting on the floor (a builder placing a cube where another
 /// one already is), then lets go. The overlap must be pushed apart at the depenetration cap, not launch either
 /// cube: rapier keeps the impulses a kinematic body's contacts piled up, and the first dynamic step would
@@ -825,12 +835,7 @@ fn a_cube_let_go_by_another_player_is_not_taken_by_touch_on_a_third_peer() {
 #[test]
 fn a_cube_pressed_into_another_and_let_go_is_not_launched() {
     let mut world = World::new(WorldConfig::default(), &SceneSpec::table());
-    for _ in 0..120 {
-        world.step();
-    }
-    let below = world.physics_pose(0).translation.vector;
-    world.set_hand_pose(0, Hand::Right, world.physics_pose(1));
-    world.grab(0, Hand::Right, 1).unwrap();
+    let below = settle_and_grab_cube_1(&mut world, 0);
     let dt = world.dt();
     let mut at = world.physics_pose(1).translation.vector;
     let lifted = at + Vector3::y() * 0.75;
@@ -999,12 +1004,7 @@ fn lower_a_held_cube_onto_another(
     offset: (f32, f32),
     mut watch: impl FnMut(&mut World),
 ) {
-    for _ in 0..120 {
-        world.step();
-    }
-    let below = world.physics_pose(0).translation.vector;
-    world.set_hand_pose(player, Hand::Right, world.physics_pose(1));
-    world.grab(player, Hand::Right, 1).unwrap();
+    let below = settle_and_grab_cube_1(world, player);
     let dt = world.dt();
     let mut at = world.physics_pose(1).translation.vector;
     let lifted = at + Vector3::y() * 0.75;
@@ -1106,11 +1106,7 @@ fn a_held_cube_stops_on_the_floor_it_is_pressed_into() {
     // A hand goes on down through the floor with its cube (a player reaching for something on the ground). The
     // floor is a fixed body, so the grip never felt it either: the cube followed the hand under the floor.
     let mut world = World::new(WorldConfig::default(), &SceneSpec::table());
-    for _ in 0..120 {
-        world.step();
-    }
-    world.set_hand_pose(0, Hand::Right, world.physics_pose(1));
-    world.grab(0, Hand::Right, 1).unwrap();
+    settle_and_grab_cube_1(&mut world, 0);
     let half = world.half_extents(1).y;
     let start = world.physics_pose(1).translation.vector;
     let mut sunk = 0.0f32;
