@@ -16,6 +16,8 @@ pub const FLOOR_TOLERANCE_M: f32 = 0.002;
 /// A rendered pose moving further than this (m) in one frame beyond what the object's speed covers is a snap.
 pub const SNAP_M: f32 = 0.05;
 
+/// A rendered pose that moved less than this (m) in a frame stood still.
+const STILL_M: f32 = 1e-4;
 /// Steps shorter than this (m) give no direction of motion to step back from.
 const MIN_STEP_M: f32 = 0.001;
 
@@ -107,6 +109,9 @@ pub struct FeelFigures {
     pub snaps: u64,
     /// The largest such jump (m), counted or not.
     pub worst_jump_m: f32,
+    /// The longest a free object's rendered pose stood still while its physics pose moved, on a peer
+    /// without authority over it (s): what waiting for a late timeline (`world::smoothing`) costs on screen.
+    pub longest_render_wait_s: f32,
 }
 
 impl FeelFigures {
@@ -124,6 +129,7 @@ impl FeelFigures {
                 .max(other.max_physics_backstep_m),
             snaps: self.snaps + other.snaps,
             worst_jump_m: self.worst_jump_m.max(other.worst_jump_m),
+            longest_render_wait_s: self.longest_render_wait_s.max(other.longest_render_wait_s),
         }
     }
 }
@@ -137,6 +143,8 @@ struct Seen {
     physics_step: Vector3<f32>,
     speed: f32,
     flying: bool,
+    /// How long (s) its rendered pose has stood still, neither held nor at rest, while its physics pose moved.
+    waited: f32,
     contacts: Vec<Option<ObjectId>>,
     /// The last received states written into the object, newest first.
     applied: [Option<AppliedState>; 3],
@@ -219,6 +227,7 @@ impl FeelMeter {
                 physics_step: Vector3::zeros(),
                 speed,
                 flying,
+                waited: 0.0,
                 contacts,
                 applied: [applied, None, None],
             };
@@ -231,6 +240,14 @@ impl FeelMeter {
         let (render_step, physics_step) = (render - before.render, physics - before.physics);
         let jump = render_step.norm() - before.speed.max(speed) * dt;
         f.worst_jump_m = f.worst_jump_m.max(jump);
+        let still = render_step.norm() < STILL_M && physics_step.norm() >= MIN_STEP_M;
+        let free = world.holder(id).is_none() && !world.is_at_rest(id);
+        let waited = if free && !ours && still {
+            before.waited + dt
+        } else {
+            0.0
+        };
+        f.longest_render_wait_s = f.longest_render_wait_s.max(waited);
         let mut faults = Vec::new();
         if jump > SNAP_M {
             f.snaps += 1;
@@ -284,6 +301,7 @@ impl FeelMeter {
             physics_step,
             speed,
             flying,
+            waited,
             contacts,
             applied: history,
         }

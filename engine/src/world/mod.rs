@@ -51,7 +51,7 @@ use priority::{HIGH_ENERGY_SPEED, PriorityTimers};
 use resting_boxes::RestingBoxes;
 use rolling::RollingLoss;
 use scene::{ObjectId, SceneSpec};
-use smoothing::{MAX_BLEND_STEP, RenderError};
+use smoothing::{MAX_BLEND_STEP, MAX_WAIT_SECONDS, RenderError};
 
 /// Linear speed (m/s) that a resting object must pick up in one step to be considered disturbed.
 pub const WAKE_LINEAR_SPEED: f32 = 0.2;
@@ -143,6 +143,8 @@ struct Object {
     authority: Authority,
     priority: PriorityTimers,
     render_error: RenderError,
+    /// How long (s) its shown position has waited for physics at a stretch (see [`RenderError::wait_for_physics`]).
+    waited: f32,
     /// Its speed (m/s) when the last step ended: with the speed the next step ends at, what its rendered pose
     /// may follow physics at (not the speed written or led into it between the steps, which may be anything).
     stepped_speed: f32,
@@ -231,6 +233,8 @@ struct Scratch {
     collided: Vec<ObjectId>,
     /// Per object: its rendered position going into the step (physics position plus the render error).
     shown_before: Vec<Vector3<f32>>,
+    /// Per object: its physics position going into the step.
+    physics_before: Vec<Vector3<f32>>,
     /// Objects whose contacts touch propagation still has to visit.
     frontier: Vec<ObjectId>,
     /// Resting objects a moving or held object may reach in the coming step, and whether a held one does.
@@ -347,6 +351,7 @@ impl World {
                     authority: Authority::new(),
                     priority: PriorityTimers::default(),
                     render_error: RenderError::default(),
+                    waited: 0.0,
                     stepped_speed: 0.0,
                     holder: None,
                     released_grab: None,
@@ -403,10 +408,20 @@ impl World {
     /// Advances the world by one fixed step.
     pub fn step(&mut self) {
         let mut shown_before = std::mem::take(&mut self.scratch.shown_before);
+        let mut physics_before = std::mem::take(&mut self.scratch.physics_before);
+        physics_before.clear();
+        physics_before.extend(
+            self.objects
+                .iter()
+                .map(|o| vec_from_rapier(self.physics.bodies[o.body].translation())),
+        );
         shown_before.clear();
-        shown_before.extend(self.objects.iter().map(|o| {
-            vec_from_rapier(self.physics.bodies[o.body].translation()) + o.render_error.position
-        }));
+        shown_before.extend(
+            self.objects
+                .iter()
+                .zip(&physics_before)
+                .map(|(o, physics)| physics + o.render_error.position),
+        );
         if self.config.at_rest_detection {
             self.wake_what_movers_reach();
         }
@@ -428,8 +443,9 @@ impl World {
             object.priority.tick();
             object.render_error.decay();
         }
-        self.glide_shown(&shown_before);
+        self.glide_shown(&shown_before, &physics_before);
         self.scratch.shown_before = shown_before;
+        self.scratch.physics_before = physics_before;
         self.scan_contacts();
         self.resist_rolling();
         if self.config.at_rest_detection {
@@ -562,10 +578,16 @@ impl World {
 
     /// Keeps every free object's rendered position (before the floor lift of [`World::render_pose`]) within the
     /// reach of the faster of the speeds the last step and this one ended at, plus [`MAX_BLEND_STEP`], of where
-    /// it was before the step (see [`RenderError::follow_at_most`]).
-    fn glide_shown(&mut self, shown_before: &[Vector3<f32>]) {
+    /// it was before the step (see [`RenderError::follow_at_most`]), never carried back against the step physics
+    /// took while it waits for physics (see [`RenderError::wait_for_physics`]).
+    fn glide_shown(&mut self, shown_before: &[Vector3<f32>], physics_before: &[Vector3<f32>]) {
         let dt = self.dt();
-        for (object, shown) in self.objects.iter_mut().zip(shown_before) {
+        for ((object, shown), physics_before) in self
+            .objects
+            .iter_mut()
+            .zip(shown_before)
+            .zip(physics_before)
+        {
             let body = &self.physics.bodies[object.body];
             let stepped_speed = body.linvel().length();
             let speed = object.stepped_speed.max(stepped_speed);
@@ -573,11 +595,17 @@ impl World {
             if object.holder.is_some() || object.at_rest {
                 continue;
             }
-            object.render_error.follow_at_most(
-                shown,
-                &vec_from_rapier(body.translation()),
-                speed * dt + MAX_BLEND_STEP,
-            );
+            let physics = vec_from_rapier(body.translation());
+            let mut waiting = object.render_error;
+            if !waiting.wait_for_physics(shown, physics_before, &physics) {
+                object.waited = 0.0;
+            } else if object.waited < MAX_WAIT_SECONDS {
+                object.render_error = waiting;
+                object.waited += dt;
+            }
+            object
+                .render_error
+                .follow_at_most(shown, &physics, speed * dt + MAX_BLEND_STEP);
         }
     }
 

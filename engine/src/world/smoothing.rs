@@ -4,7 +4,10 @@
 //! and shrunk every frame: by [`SMALL_ERROR_FACTOR`] while it is at most [`SMALL_ERROR`], by
 //! [`LARGE_ERROR_FACTOR`] from [`LARGE_ERROR`] on, and by a factor interpolated between the two in between.
 //! Whatever physics does in a step, the rendered position moves no further than the body's speed covers plus
-//! [`MAX_BLEND_STEP`] ([`RenderError::follow_at_most`]).
+//! [`MAX_BLEND_STEP`] ([`RenderError::follow_at_most`]). A shown position ahead of the physics one along the
+//! body's motion (a late authority's state put physics back along a path the object already travelled) never
+//! turns back to meet it: it stands still, up to [`MAX_WAIT_SECONDS`], until physics reaches it
+//! ([`RenderError::wait_for_physics`]).
 
 use nalgebra::{Isometry3, Translation3, UnitQuaternion, Vector3};
 
@@ -19,6 +22,14 @@ pub const LARGE_ERROR_FACTOR: f32 = 0.85;
 /// The most (m) the rendered position closes on the physics one in a frame: a large correction glides in at up
 /// to 2.4 m/s rather than jumping the first few frames of its blend.
 pub const MAX_BLEND_STEP: f32 = 0.04;
+/// A shown position more than this (m) ahead of the physics one along its motion waits for physics to come to it
+/// (see [`RenderError::wait_for_physics`]).
+pub const REWIND: f32 = 0.01;
+/// The longest (s) a shown position waits for physics at a stretch: a slow body far behind would keep it still
+/// for too long, and then it blends back as usual.
+pub const MAX_WAIT_SECONDS: f32 = 0.5;
+/// Physics steps shorter than this (m) give no direction of motion to wait along.
+const MIN_PACE_STEP: f32 = 1e-4;
 /// Position errors below this (m) snap to zero.
 const SNAP: f32 = 1e-5;
 
@@ -89,6 +100,34 @@ impl RenderError {
         }
     }
 
+    /// Whether the shown position should wait for the physics pose this frame, and if so keeps it where it was
+    /// (`shown_before`). It waits only while it is ahead of the physics position along the step physics just took
+    /// (from `physics_before` to `physics`; a late authority's state put physics back along a path the object
+    /// already travelled): on a frame whose blend would carry it back against that step, and, more than
+    /// [`REWIND`] ahead, on any frame whose blend would let physics gain on it. The shown object stands still
+    /// until the new timeline reaches it instead of turning back to meet it, or running on ahead of it into
+    /// whatever it meets first; the caller bounds how long ([`MAX_WAIT_SECONDS`]).
+    pub fn wait_for_physics(
+        &mut self,
+        shown_before: &Vector3<f32>,
+        physics_before: &Vector3<f32>,
+        physics: &Vector3<f32>,
+    ) -> bool {
+        let step = physics - physics_before;
+        let length = step.norm();
+        if length < MIN_PACE_STEP {
+            return false;
+        }
+        let along = step / length;
+        let ahead = (shown_before - physics_before).dot(&along);
+        let shown_along = (physics + self.position - shown_before).dot(&along);
+        let wait = ahead > 0.0 && (shown_along < 0.0 || (ahead > REWIND && shown_along < length));
+        if wait {
+            self.position = shown_before - physics;
+        }
+        wait
+    }
+
     /// Keeps the rendered position within `reach` (m) of where it was shown last frame (`shown_before`), on the
     /// line toward where this error puts it now beside the physics position `physics`: the solver may push a body
     /// several centimetres a step out of an overlap a received state put it in (the depenetration cap acts per
@@ -139,5 +178,32 @@ mod tests {
             e.decay();
         }
         assert_eq!(e, RenderError::default());
+    }
+
+    #[test]
+    fn a_shown_pose_ahead_waits_and_one_behind_does_not() {
+        let before = Vector3::new(0.0, 1.0, 0.0);
+        let step = Vector3::new(0.0, -0.03, 0.0);
+        // Shown 0.3 m further down a fall than physics: it stands still while physics comes down to it.
+        let mut ahead = RenderError {
+            position: Vector3::new(0.0, -0.3, 0.0),
+            ..RenderError::default()
+        };
+        let shown = before + ahead.position;
+        ahead.decay();
+        assert!(ahead.wait_for_physics(&shown, &before, &(before + step)));
+        assert_eq!(ahead.position, shown - (before + step));
+        // Shown behind physics: the blend goes on as usual.
+        let mut behind = RenderError {
+            position: Vector3::new(0.0, 0.3, 0.0),
+            ..RenderError::default()
+        };
+        let shown = before + behind.position;
+        behind.decay();
+        let blended = behind;
+        assert!(!behind.wait_for_physics(&shown, &before, &(before + step)));
+        assert_eq!(behind, blended);
+        // A body that does not move gives nothing to wait along.
+        assert!(!ahead.wait_for_physics(&shown, &before, &before));
     }
 }

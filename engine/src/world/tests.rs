@@ -1290,3 +1290,78 @@ fn a_led_remote_cube_keeps_to_its_senders_path_through_a_turn_and_a_lost_update(
         assert!(shown.rotation.angle_to(&sent.rotation) < 0.01, "step {k}");
     }
 }
+
+#[test]
+fn a_falling_cube_rewound_by_a_late_authority_never_rises_on_screen() {
+    // Another player took a falling cube by touch with its own copy, which trails the host's by a round trip
+    // and a play-out delay (about 0.37 s in `peer_feel --seed 3`): on every third peer the physics pose jumps
+    // back up the path the cube already fell. The screen may slow the cube while the new timeline catches up;
+    // it must never carry it back up against its fall (before: up to 12.5 mm a frame in that run).
+    const LAG: usize = 14;
+    const TAKEN_AT: usize = 87;
+    const WATCHED: usize = 40;
+    let spec = SceneSpec::towers(&[1]);
+    let mut sender = World::new(WorldConfig::default(), &spec);
+    let mut observer = World::new(guest_config(2), &spec);
+    let quant = sender.config().quant;
+    let at = sender.physics_pose(0).translation.vector;
+    let thrown = BodyState::quantize(
+        &quant,
+        at.into(),
+        [0.0, 0.0, 0.0, 1.0],
+        [0.5, 11.0, 0.0],
+        [0.0, 0.0, 0.0],
+        false,
+    );
+    sender.apply_body_state(0, &thrown);
+    let mut path = Vec::new();
+    for _ in 0..TAKEN_AT + WATCHED {
+        path.push(sender.object_states()[0]);
+        sender.step();
+    }
+    let host = Direction::HostToGuest { guest: 2 };
+    let mut shown = Vec::new();
+    for k in 0..path.len() {
+        let mut state = if k < TAKEN_AT { path[k] } else { path[k - LAG] };
+        if k >= TAKEN_AT {
+            state.authority = 1;
+            state.authority_seq = 1;
+        }
+        assert_eq!(
+            observer.receive_object_state(0, host, &state).unwrap(),
+            Verdict::Accept
+        );
+        observer.step();
+        if k + 2 >= TAKEN_AT {
+            assert!(!observer.in_contact(0), "frame {k}: the cube flies");
+            shown.push(observer.render_pose(0).translation.vector);
+        }
+    }
+    let jump = path[TAKEN_AT - LAG].body.position[1] - path[TAKEN_AT].body.position[1];
+    assert!(
+        jump > 200,
+        "the late copy is well up the path: {jump} steps"
+    );
+    for k in 2..shown.len() {
+        let (previous, step) = (shown[k - 1] - shown[k - 2], shown[k] - shown[k - 1]);
+        if previous.norm() < 1e-4 {
+            continue;
+        }
+        let back = -step.dot(&previous.normalize());
+        assert!(
+            back < 1e-4,
+            "frame {k}: the shown cube stepped {:.1} mm back",
+            back * 1000.0
+        );
+    }
+    let left = (observer.render_pose(0).translation.vector
+        - observer.physics_pose(0).translation.vector)
+        .norm();
+    // The shown cube stood still until physics reached it, then moved with it (9 mm left; 55 mm without the
+    // wait, with the cube turned back up meanwhile).
+    assert!(
+        left < 0.02,
+        "the new timeline caught up: {:.1} mm left",
+        left * 1000.0
+    );
+}

@@ -88,6 +88,7 @@ struct Report {
     snaps_over_5cm: u64,
     snaps_over_5cm_per_min: f64,
     worst_render_jump_mm: f64,
+    longest_render_wait_ms: f64,
     contests: usize,
     conflicts_resolved: usize,
     conflict_resolution_ms_p50: f64,
@@ -296,6 +297,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         max_physics_backstep_m,
         snaps,
         worst_jump_m,
+        longest_render_wait_s,
     } = figures;
     let report = Report {
         seconds: args.seconds,
@@ -315,6 +317,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         snaps_over_5cm: snaps,
         snaps_over_5cm_per_min: snaps as f64 / minutes,
         worst_render_jump_mm: f64::from(worst_jump_m.max(0.0)) * 1000.0,
+        longest_render_wait_ms: f64::from(longest_render_wait_s) * 1000.0,
         contests,
         conflicts_resolved: times.len(),
         conflict_resolution_ms_p50: percentile(&times, 0.5),
