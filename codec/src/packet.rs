@@ -593,7 +593,24 @@ fn write_entries_packed<'e, 'b: 'e, T: DeltaState + 'b>(
     // The smallest id the next entry may have, and the baseline offset named last.
     let mut first = 0i32;
     let mut previous_offset = 0u16;
+    // Unchanged entries not yet written that continue a run (each the next id, against the baseline offset named
+    // last): four one bits each (the next-id flag, the same-offset field, the unchanged flag), written together.
+    let mut run = 0u32;
     for e in entries {
+        if e.path == DeltaPath::Unchanged
+            && i32::from(e.id) == first
+            && first <= link.max_id()
+            && e.offset == Some(previous_offset)
+            && e.baseline.is_some()
+        {
+            first += 1;
+            run += 1;
+            if run == RUN_FLUSH {
+                put_run(s, &mut run)?;
+            }
+            continue;
+        }
+        put_run(s, &mut run)?;
         if i32::from(e.id) > link.max_id() {
             return Err(CodecError::Invalid {
                 field: ID_GAP[0].name,
@@ -651,7 +668,24 @@ fn write_entries_packed<'e, 'b: 'e, T: DeltaState + 'b>(
                 .map_or(Prediction::None, Prediction::Made))
         })?;
     }
-    Ok(())
+    put_run(s, &mut run)
+}
+
+/// Entries of a run [`write_entries_packed`] writes at once: 64 bits.
+const RUN_FLUSH: u32 = 16;
+
+/// Writes the four one bits of each of `run` unchanged entries that continue a run (`run <= RUN_FLUSH`), and
+/// empties it.
+#[inline(always)]
+fn put_run(s: &mut BitWriteStream, run: &mut u32) -> Result<(), CodecError> {
+    if *run == 0 {
+        return Ok(());
+    }
+    let bits = 4 * *run;
+    // 4 <= bits <= 64: the shift is below 64.
+    let mut ones = u64::MAX >> (64 - bits);
+    *run = 0;
+    s.packed(HAS_BASELINE, &mut ones, bits)
 }
 
 /// What [`serialize_id`] writes for an id `gap` past the smallest it could be (the id within the link's range), as
@@ -2458,6 +2492,95 @@ mod tests {
             if max_objects > 2 {
                 assert!(shortcuts >= 10, "{shortcuts} runs sized by the shortcut");
             }
+        }
+    }
+
+    #[test]
+    fn runs_of_unchanged_entries_are_the_bits_the_generic_writer_writes() {
+        // Long runs of unchanged next ids against the same offset (past the 16 written at once), broken by gaps,
+        // new offsets, changed entries and entries without a baseline, up to the link's last id.
+        let config = StateConfig::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(23);
+        for max_objects in [1u16, 2, 40, 901] {
+            let link = LinkConfig {
+                max_objects,
+                ..LinkConfig::default()
+            };
+            let mut world = World::new(1, i32::from(max_objects).min(200) as usize);
+            let before = world.states.clone();
+            world.step();
+            let baselines: Vec<Baseline<ObjectState>> = before
+                .iter()
+                .map(|&state| Baseline {
+                    sequence: 0,
+                    frame: 10,
+                    state,
+                })
+                .collect();
+            let mut values = Vec::new();
+            let mut entries = Vec::new();
+            let mut offset = 6;
+            let mut id = 0u16;
+            for (k, base) in baselines.iter().enumerate() {
+                if id >= max_objects {
+                    break;
+                }
+                let kind = rng.random_range(0..40);
+                if kind == 0 {
+                    offset = rng.random_range(1..=MAX_BASELINE_OFFSET);
+                }
+                let with_base = kind != 1;
+                let changed = kind == 2;
+                let now = if changed { world.states[k] } else { base.state };
+                let decision = if with_base {
+                    plan(&config, &now, Some(&base.state), None).unwrap()
+                } else {
+                    plan(&config, &now, None, None).unwrap()
+                };
+                values.push(now);
+                entries.push(Entry {
+                    id,
+                    offset: with_base.then_some(offset),
+                    older: None,
+                    path: decision.path,
+                    state: values.len() as u32 - 1,
+                    prediction: None,
+                    baseline: with_base.then_some(base),
+                });
+                id = id.saturating_add(if kind == 3 { 3 } else { 1 });
+            }
+            let runs = entries
+                .windows(2)
+                .filter(|w| w[1].id == w[0].id + 1 && w[1].path == DeltaPath::Unchanged)
+                .count();
+            assert!(
+                runs + 1 >= entries.len() / 2,
+                "{runs} run entries of {}",
+                entries.len()
+            );
+            let mut generic = BitWriteStream::new();
+            write_entries(
+                &mut generic,
+                &link,
+                &config,
+                &values,
+                entries.len(),
+                entries.iter(),
+                None,
+            )
+            .unwrap();
+            let mut packed = BitWriteStream::new();
+            write_entries_packed(
+                &mut packed,
+                &link,
+                &config,
+                &values,
+                entries.len(),
+                entries.iter(),
+            )
+            .unwrap();
+            assert_eq!(packed.bits_written(), generic.bits_written());
+            assert_eq!(packed.finish(), generic.finish(), "{max_objects} objects");
         }
     }
 
