@@ -698,11 +698,85 @@ impl ArithWriteStream {
         self.enc.encode_direct(value, bits);
     }
 
-    /// Codes `value` in `min..=max` ([`walk_value`]).
+    /// Codes `value` in `min..=max` ([`walk_value`]; a wide value without a tally through [`Self::wide_value`]).
     #[inline(always)]
     fn value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
         self.name(ctx);
+        if max - min > SMALL_SPAN && self.costs.is_none() {
+            self.wide_value(ctx, value, min, max);
+            return;
+        }
         walk_value(self, ctx, value, min, max);
+    }
+
+    /// Codes a value in `min..=max`, a range of more than 16 values, with the decisions [`walk_wide_value`] makes:
+    /// the parts of its context's models it uses reset up front, the block borrowed once, and the coder's registers
+    /// in locals across the value's decisions (see [`RangeEncoder::registers`]). Not for a stream tallying costs.
+    fn wide_value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
+        let sh = shape(min, max);
+        // The residuals' ranges (up to ±15, ±255, ±8191) have bit-length trees of 3 and 4 levels: a copy for each
+        // with its depth a constant walks the tree unrolled.
+        match sh.levels {
+            3 => self.wide_value_in(ctx, value, Shape { levels: 3, ..sh }),
+            4 => self.wide_value_in(ctx, value, Shape { levels: 4, ..sh }),
+            _ => self.wide_value_in(ctx, value, sh),
+        }
+    }
+
+    /// [`Self::wide_value`] of a value in the range `sh` was made from.
+    #[inline(always)]
+    fn wide_value_in(&mut self, ctx: Ctx, value: i64, sh: Shape) {
+        let d = value - sh.base;
+        let m = d.unsigned_abs();
+        let k = bit_length(m);
+        let block = self.models.bucket(ctx, sh.levels);
+        let signed = k > 0 && sh.below && sh.above;
+        if signed {
+            self.models.head(ctx);
+        }
+        if k >= 2 {
+            self.models.mantissa(ctx);
+        }
+        let Some(models) = self.models.probs.get_mut(block..block + PER_CTX) else {
+            return;
+        };
+        let enc = &mut self.enc;
+        let mut r = enc.registers();
+        let mut code = |index: usize, bit: bool| {
+            if let Some(model) = models.get_mut(index) {
+                let word = *model;
+                enc.decision_in(&mut r, word & PROB_MASK, bit);
+                *model = adapt_model(word, bit);
+            }
+        };
+        let mut node = 1usize;
+        for i in (0..sh.levels).rev() {
+            let b = (k >> i) & 1 != 0;
+            code(BUCKET + tree_slot(sh.levels, node), b);
+            node = node * 2 + usize::from(b);
+        }
+        if signed {
+            code(SIGN, d < 0);
+        }
+        if k >= 2 {
+            let c = MANTISSA + MANTISSA_MODELS * k as usize;
+            let first = (m >> (k - 2)) & 1 != 0;
+            code(c, first);
+            if k >= 3 {
+                code(c + 1 + usize::from(first), (m >> (k - 3)) & 1 != 0);
+            }
+        }
+        if k >= 4 {
+            let rest = k - 3;
+            let low = m & ((1u64 << rest) - 1);
+            if rest > 16 {
+                enc.direct_in(&mut r, (low >> 16) as u32, rest - 16);
+                enc.direct_in(&mut r, (low & 0xFFFF) as u32, 16);
+            } else {
+                enc.direct_in(&mut r, low as u32, rest);
+            }
+        }
+        enc.set_registers(r);
     }
 }
 
@@ -767,6 +841,17 @@ fn walk_value<S: DecisionSink>(sink: &mut S, ctx: Ctx, value: i64, min: i64, max
 /// [`walk_value`] for a range of more than 16 values.
 fn walk_wide_value<S: DecisionSink>(sink: &mut S, ctx: Ctx, value: i64, min: i64, max: i64) {
     let sh = shape(min, max);
+    // As in `ArithWriteStream::wide_value`: the common depths walked unrolled.
+    match sh.levels {
+        3 => walk_shaped(sink, ctx, value, Shape { levels: 3, ..sh }),
+        4 => walk_shaped(sink, ctx, value, Shape { levels: 4, ..sh }),
+        _ => walk_shaped(sink, ctx, value, sh),
+    }
+}
+
+/// [`walk_wide_value`] of a value in the range `sh` was made from.
+#[inline(always)]
+fn walk_shaped<S: DecisionSink>(sink: &mut S, ctx: Ctx, value: i64, sh: Shape) {
     let d = value - sh.base;
     let m = d.unsigned_abs();
     let k = bit_length(m);
@@ -1090,6 +1175,23 @@ impl Decoding<'_, '_> {
     #[inline(always)]
     fn wide_value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
         let sh = shape(min, max);
+        // As in `ArithWriteStream::wide_value`: the common depths walked unrolled.
+        match sh.levels {
+            3 => self.wide_value_in(ctx, min, max, Shape { levels: 3, ..sh }),
+            4 => self.wide_value_in(ctx, min, max, Shape { levels: 4, ..sh }),
+            _ => self.wide_value_in(ctx, min, max, sh),
+        }
+    }
+
+    /// [`Self::wide_value`] of a value in `min..=max`, whose shape is `sh`.
+    #[inline(always)]
+    fn wide_value_in(
+        &mut self,
+        ctx: Ctx,
+        min: i64,
+        max: i64,
+        sh: Shape,
+    ) -> Result<i64, CodecError> {
         let c = self.models.bucket(ctx, sh.levels);
         let mut node = 1usize;
         for _ in 0..sh.levels {
@@ -1169,6 +1271,57 @@ mod tests {
 
     const A: Ctx = Ctx::new(1, "a");
     const B: Ctx = Ctx::new(2, "b");
+
+    /// The writer codes a wide value through its own path ([`ArithWriteStream::wide_value`]) unless it tallies
+    /// costs, when it walks [`walk_wide_value`] as the pricer does: the two must make the same decisions (the same
+    /// bytes), and the reader must read them back.
+    #[test]
+    fn a_wide_value_codes_alike_with_and_without_a_tally() {
+        let ranges = [
+            (-15, 15),
+            (-255, 255),
+            (-8191, 8191),
+            (0, 100),
+            (-3, 40),
+            (1, 1 << 20),
+            (i32::MIN, i32::MAX),
+        ];
+        let mut seed = 0x9E37_79B9u32;
+        let values: Vec<(Ctx, i32, i32, i32)> = (0..3000)
+            .map(|i| {
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                let (min, max) = ranges[i % ranges.len()];
+                let span = (i64::from(max) - i64::from(min)) as u64 + 1;
+                // Mostly near zero, where residuals cluster, sometimes anywhere in the range.
+                let near = i64::from(seed % 9) - 4;
+                let v = if seed.is_multiple_of(4) {
+                    i64::from(min) + (u64::from(seed) * 2_654_435_761 % span) as i64
+                } else {
+                    near.clamp(i64::from(min), i64::from(max))
+                };
+                let ctx = if i.is_multiple_of(3) { A } else { B };
+                (ctx, v as i32, min, max)
+            })
+            .collect();
+        let mut fast = ArithWriteStream::new();
+        let mut walked = ArithWriteStream::new();
+        walked.track_costs();
+        for &(ctx, v, min, max) in &values {
+            fast.int(ctx, &mut { v }, min, max).unwrap();
+            walked.int(ctx, &mut { v }, min, max).unwrap();
+        }
+        let bytes = fast.finish();
+        assert_eq!(bytes, walked.finish());
+        let mut r = ArithReadStream::new(&bytes).unwrap();
+        for &(ctx, v, min, max) in &values {
+            let mut read = 0;
+            r.int(ctx, &mut read, min, max).unwrap();
+            assert_eq!(read, v);
+        }
+        r.finish().unwrap();
+    }
 
     #[test]
     fn model_tables_are_reused_across_datagrams() {

@@ -40,6 +40,13 @@ pub struct EncoderCheckpoint {
     shifts: usize,
 }
 
+/// The encoder's coding registers held apart from it for a run of decisions (see [`RangeEncoder::registers`]).
+#[derive(Debug, Clone, Copy)]
+pub struct EncoderRegisters {
+    low: u64,
+    range: u32,
+}
+
 /// Encodes bits with adaptive probabilities into bytes.
 #[derive(Debug, Clone)]
 pub struct RangeEncoder {
@@ -108,6 +115,64 @@ impl RangeEncoder {
             self.low += u64::from(self.range) * chunk;
             self.normalize();
         }
+    }
+
+    /// The coding registers, to code a run of decisions in locals ([`RangeEncoder::decision_in`]) and hand back
+    /// with [`RangeEncoder::set_registers`]: kept in machine registers across the run rather than stored and
+    /// loaded through the encoder around every model update.
+    #[inline(always)]
+    pub fn registers(&self) -> EncoderRegisters {
+        EncoderRegisters {
+            low: self.low,
+            range: self.range,
+        }
+    }
+
+    /// Takes back registers from [`RangeEncoder::registers`] after a run; nothing else may be coded in between.
+    #[inline(always)]
+    pub fn set_registers(&mut self, r: EncoderRegisters) {
+        self.low = r.low;
+        self.range = r.range;
+    }
+
+    /// [`RangeEncoder::encode_decision`] on registers taken out with [`RangeEncoder::registers`]: the same
+    /// arithmetic, the registers written back to the encoder only to shift bytes out.
+    #[inline(always)]
+    pub fn decision_in(&mut self, r: &mut EncoderRegisters, p0: u16, bit: bool) {
+        let bound = (r.range >> PROB_BITS) * u32::from(p0);
+        if bit {
+            r.low += u64::from(bound);
+            r.range -= bound;
+        } else {
+            r.range = bound;
+        }
+        if r.range < TOP {
+            self.normalize_registers(r);
+        }
+    }
+
+    /// [`RangeEncoder::encode_direct`] on registers taken out with [`RangeEncoder::registers`].
+    #[inline(always)]
+    pub fn direct_in(&mut self, r: &mut EncoderRegisters, value: u32, bits: u32) {
+        let mut left = bits.min(32);
+        while left > 0 {
+            let n = left.min(DIRECT_CHUNK);
+            left -= n;
+            let chunk = (u64::from(value) >> left) & ((1u64 << n) - 1);
+            r.range >>= n;
+            r.low += u64::from(r.range) * chunk;
+            if r.range < TOP {
+                self.normalize_registers(r);
+            }
+        }
+    }
+
+    /// [`RangeEncoder::normalize`] of registers held outside the encoder.
+    #[inline(always)]
+    fn normalize_registers(&mut self, r: &mut EncoderRegisters) {
+        self.set_registers(*r);
+        self.normalize();
+        *r = self.registers();
     }
 
     /// The length in bytes the stream would have if finished now.
@@ -515,6 +580,38 @@ mod tests {
                 .map(|&(b, m, v, n)| (b, m, v & ((1u64 << n) - 1) as u32, n))
                 .collect();
             prop_assert_eq!(e.finish(), reference_encode(&masked));
+        }
+
+        #[test]
+        fn registers_held_apart_give_the_reference_bytes(
+            ops in prop::collection::vec((any::<bool>(), 0usize..8, any::<u32>(), 0u32..=32), 0..400),
+            skew in 0usize..8,
+            run in 1usize..6,
+        ) {
+            // As above, the decisions coded in runs on registers taken out of the encoder (the writer's wide
+            // values): long runs of one bit drive carries and runs of 0xFF through the normalization it calls.
+            let ops: Vec<_> = ops
+                .iter()
+                .map(|&(b, m, v, n)| (b, m, v & ((1u64 << n) - 1) as u32, n))
+                .flat_map(|op| std::iter::repeat_n(op, 1 + skew * usize::from(op.1 == 0)))
+                .collect();
+            let mut probs = [PROB_INIT; 8];
+            let mut e = RangeEncoder::new();
+            for chunk in ops.chunks(run) {
+                let mut r = e.registers();
+                for &(b, m, v, n) in chunk {
+                    let prob = &mut probs[m];
+                    e.decision_in(&mut r, *prob, b);
+                    if b {
+                        *prob -= *prob >> ADAPT_SHIFT;
+                    } else {
+                        *prob += (PROB_ONE - *prob) >> ADAPT_SHIFT;
+                    }
+                    e.direct_in(&mut r, v, n);
+                }
+                e.set_registers(r);
+            }
+            prop_assert_eq!(e.finish(), reference_encode(&ops));
         }
 
         #[test]
