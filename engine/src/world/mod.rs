@@ -233,8 +233,6 @@ struct Scratch {
     collided: Vec<ObjectId>,
     /// Per object: its rendered position going into the step (physics position plus the render error).
     shown_before: Vec<Vector3<f32>>,
-    /// Per object: its physics position going into the step.
-    physics_before: Vec<Vector3<f32>>,
     /// Objects whose contacts touch propagation still has to visit.
     frontier: Vec<ObjectId>,
     /// Resting objects a moving or held object may reach in the coming step, and whether a held one does.
@@ -408,20 +406,10 @@ impl World {
     /// Advances the world by one fixed step.
     pub fn step(&mut self) {
         let mut shown_before = std::mem::take(&mut self.scratch.shown_before);
-        let mut physics_before = std::mem::take(&mut self.scratch.physics_before);
-        physics_before.clear();
-        physics_before.extend(
-            self.objects
-                .iter()
-                .map(|o| vec_from_rapier(self.physics.bodies[o.body].translation())),
-        );
         shown_before.clear();
-        shown_before.extend(
-            self.objects
-                .iter()
-                .zip(&physics_before)
-                .map(|(o, physics)| physics + o.render_error.position),
-        );
+        shown_before.extend(self.objects.iter().map(|o| {
+            vec_from_rapier(self.physics.bodies[o.body].translation()) + o.render_error.position
+        }));
         if self.config.at_rest_detection {
             self.wake_what_movers_reach();
         }
@@ -441,11 +429,9 @@ impl World {
         }
         for object in &mut self.objects {
             object.priority.tick();
-            object.render_error.decay();
         }
-        self.glide_shown(&shown_before, &physics_before);
+        self.glide_shown(&shown_before);
         self.scratch.shown_before = shown_before;
-        self.scratch.physics_before = physics_before;
         self.scan_contacts();
         self.resist_rolling();
         if self.config.at_rest_detection {
@@ -576,18 +562,16 @@ impl World {
         }
     }
 
-    /// Keeps every free object's rendered position (before the floor lift of [`World::render_pose`]) within the
-    /// reach of the faster of the speeds the last step and this one ended at, plus [`MAX_BLEND_STEP`], of where
-    /// it was before the step (see [`RenderError::follow_at_most`]), never carried back against the step physics
-    /// took while it waits for physics (see [`RenderError::wait_for_physics`]).
-    fn glide_shown(&mut self, shown_before: &[Vector3<f32>], physics_before: &[Vector3<f32>]) {
+    /// Shrinks every object's render error by a frame (see [`RenderError::decay`]), then keeps every free object's
+    /// rendered position (before the floor lift of [`World::render_pose`]) within the reach of the faster of the
+    /// speeds the last step and this one ended at, plus [`MAX_BLEND_STEP`], of where it was before the step (see
+    /// [`RenderError::follow_at_most`]), never carried back against the step physics took while it waits for
+    /// physics (see [`RenderError::wait_for_physics`]).
+    fn glide_shown(&mut self, shown_before: &[Vector3<f32>]) {
         let dt = self.dt();
-        for ((object, shown), physics_before) in self
-            .objects
-            .iter_mut()
-            .zip(shown_before)
-            .zip(physics_before)
-        {
+        for (object, shown) in self.objects.iter_mut().zip(shown_before) {
+            let lead = object.render_error.position;
+            object.render_error.decay();
             let body = &self.physics.bodies[object.body];
             let stepped_speed = body.linvel().length();
             let speed = object.stepped_speed.max(stepped_speed);
@@ -597,7 +581,7 @@ impl World {
             }
             let physics = vec_from_rapier(body.translation());
             let mut waiting = object.render_error;
-            if !waiting.wait_for_physics(shown, physics_before, &physics) {
+            if !waiting.wait_for_physics(shown, &(shown - lead), &physics) {
                 object.waited = 0.0;
             } else if object.waited < MAX_WAIT_SECONDS {
                 object.render_error = waiting;

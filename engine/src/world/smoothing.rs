@@ -113,13 +113,14 @@ impl RenderError {
         physics_before: &Vector3<f32>,
         physics: &Vector3<f32>,
     ) -> bool {
+        let lead = shown_before - physics_before;
         let step = physics - physics_before;
         let length = step.norm();
-        if length < MIN_PACE_STEP {
+        if lead == Vector3::zeros() || length < MIN_PACE_STEP {
             return false;
         }
         let along = step / length;
-        let ahead = (shown_before - physics_before).dot(&along);
+        let ahead = lead.dot(&along);
         let shown_along = (physics + self.position - shown_before).dot(&along);
         let wait = ahead > 0.0 && (shown_along < 0.0 || (ahead > REWIND && shown_along < length));
         if wait {
