@@ -2358,6 +2358,62 @@ mod tests {
         assert!(slow > 2 * stalled);
     }
 
+    /// A test world of `count` objects stepped once, and its states before the step as baselines.
+    fn stepped_world_and_its_baselines(
+        seed: u64,
+        count: usize,
+    ) -> (World, Vec<Baseline<ObjectState>>) {
+        let mut world = World::new(seed, count);
+        let before = world.states.clone();
+        world.step();
+        let baselines = before
+            .iter()
+            .map(|&state| Baseline {
+                sequence: 0,
+                frame: 10,
+                state,
+            })
+            .collect();
+        (world, baselines)
+    }
+
+    /// Writes `entries` with the generic writer and the one-pass bit-packed one and asserts the same bits.
+    fn assert_packed_entries_are_the_generic_ones(
+        link: &LinkConfig,
+        config: &StateConfig,
+        values: &[ObjectState],
+        entries: &[Entry<'_, ObjectState>],
+    ) {
+        let mut generic = BitWriteStream::new();
+        write_entries(
+            &mut generic,
+            link,
+            config,
+            values,
+            entries.len(),
+            entries.iter(),
+            None,
+        )
+        .unwrap();
+        let mut packed = BitWriteStream::new();
+        write_entries_packed(
+            &mut packed,
+            link,
+            config,
+            values,
+            entries.len(),
+            entries.iter(),
+        )
+        .unwrap();
+        assert_eq!(packed.bits_written(), generic.bits_written());
+        assert_eq!(
+            packed.finish(),
+            generic.finish(),
+            "{} objects",
+            link.max_objects
+        );
+    }
+
     #[test]
     fn the_one_pass_bit_packed_entries_are_the_generic_ones() {
         // Entries of every kind, gap and baseline field, written by the generic writer and the one-pass one.
@@ -2368,18 +2424,8 @@ mod tests {
                 max_objects,
                 ..LinkConfig::default()
             };
-            let mut world = World::new(3, 64);
-            let before = world.states.clone();
-            world.step();
+            let (world, baselines) = stepped_world_and_its_baselines(3, 64);
             let mut values = Vec::new();
-            let baselines: Vec<Baseline<ObjectState>> = before
-                .iter()
-                .map(|&state| Baseline {
-                    sequence: 0,
-                    frame: 10,
-                    state,
-                })
-                .collect();
             let mut entries = Vec::new();
             let mut id = 0u32;
             for (k, now) in world.states.iter().enumerate() {
@@ -2411,29 +2457,7 @@ mod tests {
                 });
                 id += 1;
             }
-            let mut generic = BitWriteStream::new();
-            write_entries(
-                &mut generic,
-                &link,
-                &config,
-                &values,
-                entries.len(),
-                entries.iter(),
-                None,
-            )
-            .unwrap();
-            let mut packed = BitWriteStream::new();
-            write_entries_packed(
-                &mut packed,
-                &link,
-                &config,
-                &values,
-                entries.len(),
-                entries.iter(),
-            )
-            .unwrap();
-            assert_eq!(packed.bits_written(), generic.bits_written());
-            assert_eq!(packed.finish(), generic.finish(), "{max_objects} objects");
+            assert_packed_entries_are_the_generic_ones(&link, &config, &values, &entries);
         }
     }
 
@@ -2506,17 +2530,8 @@ mod tests {
                 max_objects,
                 ..LinkConfig::default()
             };
-            let mut world = World::new(1, i32::from(max_objects).min(200) as usize);
-            let before = world.states.clone();
-            world.step();
-            let baselines: Vec<Baseline<ObjectState>> = before
-                .iter()
-                .map(|&state| Baseline {
-                    sequence: 0,
-                    frame: 10,
-                    state,
-                })
-                .collect();
+            let (world, baselines) =
+                stepped_world_and_its_baselines(1, i32::from(max_objects).min(200) as usize);
             let mut values = Vec::new();
             let mut entries = Vec::new();
             let mut offset = 6;
@@ -2558,29 +2573,7 @@ mod tests {
                 "{runs} run entries of {}",
                 entries.len()
             );
-            let mut generic = BitWriteStream::new();
-            write_entries(
-                &mut generic,
-                &link,
-                &config,
-                &values,
-                entries.len(),
-                entries.iter(),
-                None,
-            )
-            .unwrap();
-            let mut packed = BitWriteStream::new();
-            write_entries_packed(
-                &mut packed,
-                &link,
-                &config,
-                &values,
-                entries.len(),
-                entries.iter(),
-            )
-            .unwrap();
-            assert_eq!(packed.bits_written(), generic.bits_written());
-            assert_eq!(packed.finish(), generic.finish(), "{max_objects} objects");
+            assert_packed_entries_are_the_generic_ones(&link, &config, &values, &entries);
         }
     }
 

@@ -92,29 +92,18 @@ impl RangeEncoder {
     /// (the counterpart of [`RangeDecoder::decode_decision`]).
     #[inline(always)]
     pub fn encode_decision(&mut self, p0: u16, bit: bool) {
-        let bound = (self.range >> PROB_BITS) * u32::from(p0);
-        if bit {
-            self.low += u64::from(bound);
-            self.range -= bound;
-        } else {
-            self.range = bound;
-        }
-        self.normalize();
+        let mut r = self.registers();
+        self.decision_in(&mut r, p0, bit);
+        self.set_registers(r);
     }
 
     /// Codes the low `bits` bits of `value` at even odds, most significant first, up to `DIRECT_CHUNK` (16) bits
     /// in one step (the range keeps at least 8 bits of precision, so a chunk costs its width to within 1%).
     #[inline]
     pub fn encode_direct(&mut self, value: u32, bits: u32) {
-        let mut left = bits.min(32);
-        while left > 0 {
-            let n = left.min(DIRECT_CHUNK);
-            left -= n;
-            let chunk = (u64::from(value) >> left) & ((1u64 << n) - 1);
-            self.range >>= n;
-            self.low += u64::from(self.range) * chunk;
-            self.normalize();
-        }
+        let mut r = self.registers();
+        self.direct_in(&mut r, value, bits);
+        self.set_registers(r);
     }
 
     /// The coding registers, to code a run of decisions in locals ([`RangeEncoder::decision_in`]) and hand back
@@ -135,8 +124,9 @@ impl RangeEncoder {
         self.range = r.range;
     }
 
-    /// [`RangeEncoder::encode_decision`] on registers taken out with [`RangeEncoder::registers`]: the same
-    /// arithmetic, the registers written back to the encoder only to shift bytes out.
+    /// Codes one bit at probability `p0` of 0 on registers taken out with [`RangeEncoder::registers`] (what
+    /// [`RangeEncoder::encode_decision`] does on its own), the registers written back to the encoder only to shift
+    /// bytes out.
     #[inline(always)]
     pub fn decision_in(&mut self, r: &mut EncoderRegisters, p0: u16, bit: bool) {
         let bound = (r.range >> PROB_BITS) * u32::from(p0);
@@ -151,7 +141,8 @@ impl RangeEncoder {
         }
     }
 
-    /// [`RangeEncoder::encode_direct`] on registers taken out with [`RangeEncoder::registers`].
+    /// Codes bits at even odds on registers taken out with [`RangeEncoder::registers`] (what
+    /// [`RangeEncoder::encode_direct`] does on its own).
     #[inline(always)]
     pub fn direct_in(&mut self, r: &mut EncoderRegisters, value: u32, bits: u32) {
         let mut left = bits.min(32);
