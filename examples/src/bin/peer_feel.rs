@@ -45,9 +45,13 @@ struct Args {
     /// Seconds between two contests of one cube by two guests.
     #[arg(long, default_value_t = 3.0)]
     duel_period: f64,
-    /// Play-out delay of every peer's jitter buffer (ms).
+    /// Play-out delay of every peer's jitter buffer (ms): the longest, unless `--fixed-jitter-delay`.
     #[arg(long, default_value_t = 100)]
     jitter_delay_ms: u64,
+    /// Play every link's frames the whole `--jitter-delay-ms` late instead of as late as its measured jitter
+    /// needs (the buffers before they adapted).
+    #[arg(long)]
+    fixed_jitter_delay: bool,
     /// Seed of the network, the nonces and the bots.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -77,6 +81,9 @@ struct Report {
     #[serde(flatten)]
     link: LinkArgs,
     jitter_delay_ms: u64,
+    fixed_jitter_delay: bool,
+    /// Each guest's play-out delay of the host's frames at the end of play (ms).
+    guest_jitter_delay_ms: Vec<f64>,
     throws_observed: u64,
     releases_observed: u64,
     frames_observed: u64,
@@ -168,6 +175,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let jitter_delay = Duration::from_millis(args.jitter_delay_ms);
     let mut config = HostConfig::new(SceneKind::Table.spec());
     config.jitter_delay = jitter_delay;
+    config.adaptive_jitter_delay = !args.fixed_jitter_delay;
     let host = PeerHost::new(config)?;
     let link = args.link.link_config();
     let mut sim: Sim = SessionSim::new(host, link, args.seed)?;
@@ -177,6 +185,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for kind in kinds {
         let mut guest_config = GuestConfig::new(host_addr(), rng.random());
         guest_config.jitter_delay = jitter_delay;
+        guest_config.adaptive_jitter_delay = !args.fixed_jitter_delay;
         sim.add_guest(PeerGuest::new(guest_config))?;
         bots.push(Bot::new(kind, rng.random()));
     }
@@ -205,6 +214,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let play = Duration::from_secs_f64(args.seconds);
     let end = play + Duration::from_secs_f64(args.idle_seconds);
     let mut released = false;
+    let mut guest_jitter_delay_ms = Vec::new();
     while sim.now() < end {
         let until = (sim.now() + frame).min(end);
         let playing = until <= play;
@@ -233,6 +243,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?;
         if !playing && !released {
             released = true;
+            guest_jitter_delay_ms = sim
+                .guests()
+                .filter_map(|(_, g)| g.session())
+                .map(|s| s.jitter_delay().as_secs_f64() * 1000.0)
+                .collect();
             for hand in Hand::BOTH {
                 sim.host_mut().release(hand);
             }
@@ -304,6 +319,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         idle_seconds: args.idle_seconds,
         link: args.link,
         jitter_delay_ms: args.jitter_delay_ms,
+        fixed_jitter_delay: args.fixed_jitter_delay,
+        guest_jitter_delay_ms,
         throws_observed: all_bots.clone().map(|b| b.actions().thrown).sum(),
         releases_observed: all_bots
             .map(|b| b.actions().released + b.actions().placed)

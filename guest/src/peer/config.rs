@@ -26,8 +26,12 @@ pub struct GuestConfig {
     pub keepalive_interval: Duration,
     /// A host not heard from for this long (or a join not answered) ends the session.
     pub timeout: Duration,
-    /// Remote avatars play this far behind the fastest arrival (100 ms by default).
+    /// The host's frames (avatars with the object updates sent beside them) play this far behind the fastest
+    /// arrival (100 ms by default); with `adaptive_jitter_delay`, at most this far.
     pub jitter_delay: Duration,
+    /// Whether the host's frames play only as far behind as the link's measured jitter needs (see
+    /// [`physync_engine::session::FrameJitterBuffer::adaptive`]); on by default.
+    pub adaptive_jitter_delay: bool,
     /// The link to the host: codec, send rate, byte budget. `max_objects`, the quantization and the send rate
     /// are taken from the host's scene setup.
     pub link: LinkSettings,
@@ -49,6 +53,7 @@ impl GuestConfig {
             keepalive_interval: Duration::from_millis(250),
             timeout: Duration::from_secs(5),
             jitter_delay: DEFAULT_JITTER_DELAY,
+            adaptive_jitter_delay: true,
             link: LinkSettings::default(),
             world: WorldConfig::default(),
         }

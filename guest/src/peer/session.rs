@@ -62,8 +62,9 @@ impl GuestSession {
             player,
             setup,
             link: StateLink::new(link)?,
-            jitter: FrameJitterBuffer::new(
+            jitter: FrameJitterBuffer::configured(
                 config.jitter_delay,
+                config.adaptive_jitter_delay,
                 u32::from(setup.step_hz),
                 world_config.quant,
             ),

@@ -86,8 +86,11 @@ pub struct HostConfig {
     /// Frames a corrected object stays at top priority on the link to the guest being corrected.
     pub correction_frames: u32,
     /// Guests' frames (avatars with the object updates sent beside them) play this far behind the fastest
-    /// arrival (100 ms by default).
+    /// arrival (100 ms by default); with `adaptive_jitter_delay`, at most this far.
     pub jitter_delay: Duration,
+    /// Whether each guest's frames play only as far behind as that link's measured jitter needs (see
+    /// [`physync_engine::session::FrameJitterBuffer::adaptive`]); on by default.
+    pub adaptive_jitter_delay: bool,
     /// What a guest's object update may claim physically.
     pub plausibility: Plausibility,
 }
@@ -136,6 +139,7 @@ impl HostConfig {
             bounds: None,
             correction_frames: 10,
             jitter_delay: DEFAULT_JITTER_DELAY,
+            adaptive_jitter_delay: true,
             plausibility: Plausibility::default(),
         }
     }

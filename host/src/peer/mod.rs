@@ -388,8 +388,9 @@ impl PeerHost {
                 next_keepalive: now + self.config.keepalive_interval,
                 up: RateMeter::new(),
                 down: RateMeter::new(),
-                frames: FrameJitterBuffer::new(
+                frames: FrameJitterBuffer::configured(
                     self.config.jitter_delay,
+                    self.config.adaptive_jitter_delay,
                     u32::from(self.setup.step_hz),
                     self.config.world.quant,
                 ),

@@ -1,0 +1,145 @@
+//! How late a jitter buffer needs to play a link's frames: the spread of the link's recent arrival delays. A
+//! fixed play-out delay counted from the fastest arrival waits longer on a steadier link (100 ms past a packet
+//! 25 ms early is 75 ms past the typical one; past one 50 ms early, only 50), so the link with less jitter showed
+//! remote frames, and settled contests, later. [`ArrivalSpread`] measures how far behind the fastest arrival the
+//! slow ones come, so the buffer can wait that long and no longer.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Arrivals a spread is taken over: as long as the fastest delay is remembered, so both describe one window.
+pub const SPREAD_MEMORY: Duration = Duration::from_secs(3);
+
+/// The share of arrivals the measured spread covers; the slowest 2% play a step late (their updates are then
+/// applied with the next step's, and the lead bridges them).
+const COVERED_SHARE: f64 = 0.98;
+
+/// Arrivals seen before the spread is trusted (half a second of a 60 Hz link); until then the buffer plays its
+/// longest delay.
+const MIN_SAMPLES: usize = 30;
+
+/// Arrival delays (local arrival minus sender time) of one link over the last [`SPREAD_MEMORY`], and how far
+/// above the fastest of them the slow ones reach.
+#[derive(Debug, Clone, Default)]
+pub struct ArrivalSpread {
+    /// (local arrival, arrival minus sender time in seconds), oldest first.
+    arrivals: VecDeque<(Duration, f64)>,
+    /// Reused to take the quantile without allocating per packet.
+    scratch: Vec<f64>,
+    /// The spread after the last arrival, once enough arrived.
+    spread: Option<f64>,
+}
+
+impl ArrivalSpread {
+    /// An empty window.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Notes a packet that arrived at `now`, `delay` seconds after its sender time.
+    pub fn observe(&mut self, now: Duration, delay: f64) {
+        while self
+            .arrivals
+            .front()
+            .is_some_and(|&(at, _)| now.saturating_sub(at) > SPREAD_MEMORY)
+        {
+            self.arrivals.pop_front();
+        }
+        self.arrivals.push_back((now, delay));
+        if self.arrivals.len() < MIN_SAMPLES {
+            self.spread = None;
+            return;
+        }
+        let fastest = self
+            .arrivals
+            .iter()
+            .map(|&(_, d)| d)
+            .fold(f64::INFINITY, f64::min);
+        self.scratch.clear();
+        self.scratch
+            .extend(self.arrivals.iter().map(|&(_, d)| d - fastest));
+        let rank = ((self.scratch.len() - 1) as f64 * COVERED_SHARE).ceil() as usize;
+        let (_, spread, _) = self.scratch.select_nth_unstable_by(rank, f64::total_cmp);
+        self.spread = Some(*spread);
+    }
+
+    /// How far (seconds) above the fastest recent arrival delay [`COVERED_SHARE`] of recent arrivals came;
+    /// `None` until enough arrived.
+    pub fn spread(&self) -> Option<f64> {
+        self.spread
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+
+    /// Arrivals 125 ms ± `jitter` (uniform) after their frame, one a frame for `seconds`; the spread at the end.
+    fn spread_of(jitter: f64, seconds: u32) -> Option<f64> {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut spread = ArrivalSpread::new();
+        for frame in 0..seconds * 60 {
+            let sent = f64::from(frame) / 60.0;
+            let delay = 0.125 + rng.random_range(-jitter..=jitter);
+            spread.observe(Duration::from_secs_f64(sent + delay), delay);
+        }
+        spread.spread()
+    }
+
+    #[test]
+    fn the_spread_is_nearly_the_whole_range_of_arrival_delays() {
+        for jitter in [0.0, 0.025, 0.05] {
+            let s = spread_of(jitter, 10).unwrap();
+            assert!(
+                s <= 2.0 * jitter + 1e-9 && s >= 1.9 * jitter,
+                "±{jitter} s of jitter measured as a spread of {s} s"
+            );
+        }
+    }
+
+    #[test]
+    fn no_spread_is_claimed_from_a_handful_of_arrivals() {
+        let mut spread = ArrivalSpread::new();
+        for k in 0..MIN_SAMPLES - 1 {
+            spread.observe(Duration::from_millis(k as u64 * 16), 0.1);
+        }
+        assert_eq!(spread.spread(), None);
+        spread.observe(Duration::from_millis(500), 0.1);
+        assert_eq!(spread.spread(), Some(0.0));
+    }
+
+    /// A link that was steady for ten seconds turns jittery: within a second the spread covers the new jitter;
+    /// once it is steady again, the jittery arrivals leave the window after [`SPREAD_MEMORY`].
+    #[test]
+    fn the_spread_follows_a_link_that_turns_jittery_and_steady_again() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut spread = ArrivalSpread::new();
+        let mut at = |frame: u32, jitter: f64, spread: &mut ArrivalSpread| {
+            let delay = 0.1 + rng.random_range(-jitter..=jitter);
+            spread.observe(
+                Duration::from_secs_f64(f64::from(frame) / 60.0 + delay),
+                delay,
+            );
+            spread.spread().unwrap_or(0.0)
+        };
+        for frame in 0..600 {
+            at(frame, 0.0, &mut spread);
+        }
+        let mut covered = None;
+        for frame in 600..1200 {
+            if at(frame, 0.04, &mut spread) > 0.06 && covered.is_none() {
+                covered = Some(frame - 600);
+            }
+        }
+        let covered = covered.expect("the spread grows to the new jitter");
+        assert!(covered < 60, "covered after {covered} frames");
+        let mut last = 0.0;
+        for frame in 1200..1500 {
+            last = at(frame, 0.0, &mut spread);
+        }
+        assert!(last < 0.001, "spread {last} s once steady again");
+    }
+}
