@@ -278,6 +278,7 @@ impl<R: Role> LiveSession<R> {
                     kbps_down: f.kbps_down,
                     rtt_ms: f.rtt_ms.unwrap_or(0.0),
                     loss_percent: f.loss * 100.0,
+                    playout_ms: f.playout_ms,
                     conflicts_per_s: conflicts.update(now, f.conflicts),
                     corrections_per_s: corrections.update(now, f.corrections),
                 }

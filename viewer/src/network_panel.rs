@@ -28,6 +28,8 @@ pub struct LinkHistory {
     pub rtt_ms: TimeSeries,
     /// Packet loss, percent.
     pub loss_percent: TimeSeries,
+    /// The jitter buffer's play-out delay, milliseconds.
+    pub playout_ms: TimeSeries,
     /// Authority conflicts per second.
     pub conflicts: TimeSeries,
     /// Corrections per second.
@@ -42,6 +44,7 @@ impl LinkHistory {
             kbps_down: series(),
             rtt_ms: series(),
             loss_percent: series(),
+            playout_ms: series(),
             conflicts: series(),
             corrections: series(),
         }
@@ -51,11 +54,12 @@ impl LinkHistory {
     pub fn headline(&self, peer: PlayerId) -> String {
         let latest = |s: &TimeSeries| s.latest().unwrap_or(0.0);
         format!(
-            "Link to player {peer}: up {:.0} kbps, down {:.0} kbps, RTT {:.0} ms, loss {:.1} %",
+            "Link to player {peer}: up {:.0} kbps, down {:.0} kbps, RTT {:.0} ms, loss {:.1} %, play-out {:.0} ms",
             latest(&self.kbps_up),
             latest(&self.kbps_down),
             latest(&self.rtt_ms),
-            latest(&self.loss_percent)
+            latest(&self.loss_percent),
+            latest(&self.playout_ms)
         )
     }
 
@@ -64,6 +68,7 @@ impl LinkHistory {
         self.kbps_down.push(now, stats.kbps_down);
         self.rtt_ms.push(now, stats.rtt_ms);
         self.loss_percent.push(now, stats.loss_percent);
+        self.playout_ms.push(now, stats.playout_ms);
         self.conflicts.push(now, stats.conflicts_per_s);
         self.corrections.push(now, stats.corrections_per_s);
     }
@@ -124,6 +129,7 @@ impl NetworkHistory {
                 now,
                 &[
                     ("RTT ms", &history.rtt_ms),
+                    ("play-out ms", &history.playout_ms),
                     ("loss %", &history.loss_percent),
                 ],
             );
@@ -194,6 +200,7 @@ mod tests {
             kbps_down: 50.0,
             rtt_ms: rtt,
             loss_percent: 1.0,
+            playout_ms: 66.0,
             conflicts_per_s: 0.0,
             corrections_per_s: 2.0,
         }
@@ -211,7 +218,7 @@ mod tests {
         assert!(h.link(2).is_none());
         assert_eq!(
             link1.headline(1),
-            "Link to player 1: up 100 kbps, down 50 kbps, RTT 32 ms, loss 1.0 %"
+            "Link to player 1: up 100 kbps, down 50 kbps, RTT 32 ms, loss 1.0 %, play-out 66 ms"
         );
     }
 

@@ -27,6 +27,8 @@ pub struct LinkFigures {
     pub rtt_ms: Option<f64>,
     /// Smoothed fraction of state packets lost.
     pub loss: f64,
+    /// How far behind the fastest arrival the peer's frames play (the jitter buffer's delay).
+    pub playout_ms: f64,
     /// Authority conflicts resolved so far.
     pub conflicts: u64,
     /// Corrections so far.
@@ -98,6 +100,7 @@ impl Role for PeerHost {
                 kbps_down: r.kbps_down,
                 rtt_ms: r.rtt_ms,
                 loss: r.loss,
+                playout_ms: r.playout_ms,
                 conflicts: r.conflicts,
                 corrections: r.corrections,
             })
@@ -165,6 +168,7 @@ impl Role for PeerGuest {
                     kbps_down: report.kbps_down,
                     rtt_ms: report.rtt_ms,
                     loss: report.loss,
+                    playout_ms: report.playout_ms,
                     conflicts: s.counters().corrections,
                     corrections: s.counters().corrections,
                 }

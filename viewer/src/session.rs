@@ -88,6 +88,8 @@ pub struct LinkStats {
     pub rtt_ms: f64,
     /// Packets lost, percent.
     pub loss_percent: f64,
+    /// How far behind the fastest arrival the peer's frames play, milliseconds (it follows the link's jitter).
+    pub playout_ms: f64,
     /// Authority conflicts resolved per second.
     pub conflicts_per_s: f64,
     /// Corrections applied to local state per second.

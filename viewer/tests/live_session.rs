@@ -265,6 +265,30 @@ fn a_bot_added_from_the_ui_and_the_guest_conditioner_show_on_the_host() {
         "the guest's added latency shows in the host's round trip",
         |hs| rtt_to_guest(hs[0]) > 150.0,
     );
+
+    // The host plays the guest's frames only as late as their measured jitter needs: well under the 100 ms a
+    // fixed buffer waits on a steady local link, and near it once the guest's conditioner adds 80 ms of jitter.
+    let playout_of_guest = |h: &H| {
+        handle(h)
+            .link_stats()
+            .iter()
+            .find(|l| l.peer == 1)
+            .map_or(0.0, |l| l.playout_ms)
+    };
+    run_until(
+        &mut [&mut host, &mut guest],
+        "the guest's frames play less than 100 ms late on a steady link",
+        |hs| (1.0..90.0).contains(&playout_of_guest(hs[0])),
+    );
+    guest
+        .get_by_role_and_label(Role::Slider, "jitter ms")
+        .set_value_accesskit(80.0);
+    guest.step();
+    run_until(
+        &mut [&mut host, &mut guest],
+        "the guest's added jitter lengthens the host's play-out delay",
+        |hs| playout_of_guest(hs[0]) > 75.0,
+    );
 }
 
 #[test]

@@ -66,6 +66,7 @@ impl SessionHandle for ScriptedSession {
             kbps_down: 80.0,
             rtt_ms: 42.0,
             loss_percent: 1.5,
+            playout_ms: 58.0,
             conflicts_per_s: 0.5,
             corrections_per_s: 3.0,
         }]
@@ -151,8 +152,10 @@ fn players_links_and_time_reach_the_screen() {
             .is_some()
     );
     assert!(
-        h.query_by_label_contains("Link to player 1: up 120 kbps, down 80 kbps, RTT 42 ms")
-            .is_some()
+        h.query_by_label_contains(
+            "Link to player 1: up 120 kbps, down 80 kbps, RTT 42 ms, loss 1.5 %, play-out 58 ms"
+        )
+        .is_some()
     );
     let before = script.lock().unwrap().updates;
     h.run_steps(4);

@@ -125,6 +125,7 @@ impl GuestSession {
             avg_kbps_down: self.down.average_kbps(now),
             rtt_ms: stats.rtt.map(|d| d.as_secs_f64() * 1000.0),
             loss: stats.loss,
+            playout_ms: self.jitter.delay().as_secs_f64() * 1000.0,
         }
     }
 

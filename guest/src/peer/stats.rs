@@ -45,4 +45,6 @@ pub struct GuestLinkReport {
     pub rtt_ms: Option<f64>,
     /// Smoothed fraction of state packets lost.
     pub loss: f64,
+    /// How far behind the fastest arrival the host's frames play now (ms): the jitter buffer's delay.
+    pub playout_ms: f64,
 }

@@ -63,6 +63,7 @@ impl GuestLink {
             avg_kbps_down: self.down.average_kbps(now),
             rtt_ms: ms(stats.rtt),
             loss: stats.loss,
+            playout_ms: self.frames.delay().as_secs_f64() * 1000.0,
             conflicts: self.conflicts,
             corrections: self.corrections,
             authority_transfers: self.authority_transfers,

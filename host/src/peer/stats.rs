@@ -65,6 +65,8 @@ pub struct GuestReport {
     pub rtt_ms: Option<f64>,
     /// Smoothed fraction of state packets lost.
     pub loss: f64,
+    /// How far behind the fastest arrival this guest's frames play now (ms): the jitter buffer's delay.
+    pub playout_ms: f64,
     /// This guest's updates that lost arbitration.
     pub conflicts: u64,
     /// Correction episodes started for this guest.
