@@ -19,7 +19,8 @@ use physync_viewer::launcher::{CoreLauncher, HostConfig, JoinConfig, SessionLaun
 use physync_viewer::network_panel::authority_counts;
 use physync_viewer::picking::pick_nearest;
 use physync_viewer::session::{
-    BodyId, BodyView, BotKind, ConditionerSettings, SessionError, SessionHandle, SessionStatus,
+    BodyId, BodyView, BotKind, ConditionerSettings, LinkStats, SessionError, SessionHandle,
+    SessionStatus,
 };
 
 /// Rounds a wait may take before the test fails.
@@ -222,6 +223,15 @@ fn a_guest_grabs_and_moves_a_cube_and_the_host_sees_the_authority_change() {
     );
 }
 
+/// One figure of this viewer's link to player 1, 0 until the link reports any.
+fn link_to_player_1(h: &H, figure: fn(&LinkStats) -> f64) -> f64 {
+    handle(h)
+        .link_stats()
+        .iter()
+        .find(|l| l.peer == 1)
+        .map_or(0.0, figure)
+}
+
 #[test]
 fn a_bot_added_from_the_ui_and_the_guest_conditioner_show_on_the_host() {
     let mut host = harness(9);
@@ -243,13 +253,7 @@ fn a_bot_added_from_the_ui_and_the_guest_conditioner_show_on_the_host() {
     );
     assert_eq!(handle(&guest).avatars().len(), 3, "and its avatar");
 
-    let rtt_to_guest = |h: &H| {
-        handle(h)
-            .link_stats()
-            .iter()
-            .find(|l| l.peer == 1)
-            .map_or(0.0, |l| l.rtt_ms)
-    };
+    let rtt_to_guest = |h: &H| link_to_player_1(h, |l| l.rtt_ms);
     run_until(
         &mut [&mut host, &mut guest],
         "a round trip is measured",
@@ -268,13 +272,7 @@ fn a_bot_added_from_the_ui_and_the_guest_conditioner_show_on_the_host() {
 
     // The host plays the guest's frames only as late as their measured jitter needs: well under the 100 ms a
     // fixed buffer waits on a steady local link, and near it once the guest's conditioner adds 80 ms of jitter.
-    let playout_of_guest = |h: &H| {
-        handle(h)
-            .link_stats()
-            .iter()
-            .find(|l| l.peer == 1)
-            .map_or(0.0, |l| l.playout_ms)
-    };
+    let playout_of_guest = |h: &H| link_to_player_1(h, |l| l.playout_ms);
     run_until(
         &mut [&mut host, &mut guest],
         "the guest's frames play less than 100 ms late on a steady link",
