@@ -175,7 +175,7 @@ impl FrameJitterBuffer {
     }
 
     /// A buffer that plays behind the fastest arrival by the spread of the link's recent arrival delays (98% of
-    /// them) plus one frame, and never by more than `max_delay` (played until two seconds of arrivals are
+    /// them) plus one frame, and never by more than `max_delay` (played until half a second of arrivals is
     /// measured): on a steady link remote frames show sooner than a fixed delay sized for a jittery one.
     pub fn adaptive(max_delay: Duration, step_hz: u32, quant: QuantConfig) -> Self {
         Self {
