@@ -175,11 +175,12 @@ impl FrameJitterBuffer {
     }
 
     /// A buffer that plays behind the fastest arrival by the spread of the link's recent arrival delays (98% of
-    /// them) plus one frame, and never by more than `max_delay` (played until half a second of arrivals is
-    /// measured): on a steady link remote frames show sooner than a fixed delay sized for a jittery one.
+    /// them) plus one frame, and never by more than `max_delay` (played until three quarters of a second of
+    /// arrivals is measured): on a steady link remote frames show sooner than a fixed delay sized for a jittery
+    /// one.
     pub fn adaptive(max_delay: Duration, step_hz: u32, quant: QuantConfig) -> Self {
         Self {
-            spread: Some(ArrivalSpread::new()),
+            spread: Some(ArrivalSpread::new(max_delay)),
             ..Self::new(max_delay, step_hz, quant)
         }
     }
