@@ -1694,9 +1694,7 @@ impl<'a> PacketReader<'a> {
                 read_section_entries(s.as_mut(), &self.link, config, sequence, history)?
             }
         };
-        for &(id, state) in &entries {
-            history.insert(id, sequence, frame, state);
-        }
+        history.insert_packet(sequence, frame, &entries);
         Ok((frame, entries))
     }
 
