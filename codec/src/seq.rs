@@ -29,10 +29,10 @@ mod tests {
         assert!(!seq_newer(65535, 0));
     }
 
-    /// The branchless form agrees with the definition (ahead by 1 to 32768 without wrapping, or behind by more
+    /// The one-comparison form agrees with the definition (ahead by 1 to 32768 without wrapping, or behind by more
     /// than 32768 across it) on every `a` against seeded `b`s, the edges of the range included.
     #[test]
-    fn the_branchless_form_agrees_with_the_definition() {
+    fn the_one_comparison_form_agrees_with_the_definition() {
         let defined = |a: u16, b: u16| (a > b && a - b <= 32768) || (a < b && b - a > 32768);
         let mut b = 0x9E37u16;
         for round in 0..64u16 {
