@@ -342,31 +342,45 @@ impl<T: Copy> ReceiveHistory<T> {
     /// newer packet's state. Ids out of range are ignored (decoders reject them before this).
     #[inline]
     pub fn insert(&mut self, id: u16, sequence: u16, frame: u16, state: T) {
-        let i = usize::from(id);
-        let Some(newest) = self.newest.get_mut(i) else {
-            return;
-        };
-        if newest.is_none_or(|n| seq_newer(sequence, n)) {
-            *newest = Some(sequence);
-        }
-        let newest = newest.unwrap_or(sequence);
+        self.insert_packet(sequence, frame, &[(id, state)]);
+    }
+
+    /// [`ReceiveHistory::insert`] for every `(id, state)` of packet `sequence` at once, as a decoder stores a
+    /// section: the slot's row of blocks is found once, not per entry.
+    #[inline]
+    pub fn insert_packet(&mut self, sequence: u16, frame: u16, entries: &[(u16, T)]) {
         let slot = slot_of(sequence);
-        let Some(block) = self.slots.get_mut(slot * self.blocks + i / HISTORY_BLOCK) else {
-            return;
-        };
-        let block = block.get_or_insert_with(|| {
-            Box::new(Block {
-                tags: CacheLine([SlotTag::empty(slot); HISTORY_BLOCK]),
-                states: [CacheLine(state); HISTORY_BLOCK],
-            })
-        });
-        let k = i % HISTORY_BLOCK;
-        let stale = |old: u16| usize::from(newest.wrapping_sub(old)) >= HISTORY_PER_OBJECT;
-        if block.tags.0[k].held(slot).is_none_or(|old| {
-            old.sequence == sequence || seq_newer(sequence, old.sequence) || stale(old.sequence)
-        }) {
-            block.tags.0[k] = SlotTag { sequence, frame };
-            block.states[k] = CacheLine(state);
+        let row = &mut self.slots[slot * self.blocks..(slot + 1) * self.blocks];
+        for (id, state) in entries {
+            let i = usize::from(*id);
+            let Some(newest) = self.newest.get_mut(i) else {
+                continue;
+            };
+            let newest = match *newest {
+                Some(n) if !seq_newer(sequence, n) => n,
+                _ => {
+                    *newest = Some(sequence);
+                    sequence
+                }
+            };
+            // In range: `newest` has an entry per object, the row a block per `HISTORY_BLOCK` of them.
+            let Some(block) = row.get_mut(i / HISTORY_BLOCK) else {
+                continue;
+            };
+            let block = block.get_or_insert_with(|| {
+                Box::new(Block {
+                    tags: CacheLine([SlotTag::empty(slot); HISTORY_BLOCK]),
+                    states: [CacheLine(*state); HISTORY_BLOCK],
+                })
+            });
+            let k = i % HISTORY_BLOCK;
+            let stale = |old: u16| usize::from(newest.wrapping_sub(old)) >= HISTORY_PER_OBJECT;
+            if block.tags.0[k].held(slot).is_none_or(|old| {
+                old.sequence == sequence || seq_newer(sequence, old.sequence) || stale(old.sequence)
+            }) {
+                block.tags.0[k] = SlotTag { sequence, frame };
+                block.states[k] = CacheLine(*state);
+            }
         }
     }
 
@@ -604,6 +618,34 @@ mod tests {
         assert!(h.get(0, end - 1).is_none());
         h.insert(5, 1, 1, 1);
         assert!(h.get(5, 1).is_none());
+    }
+
+    /// A packet's states stored at once are the states stored one by one, over a seeded mix of packets arriving
+    /// late, twice and out of order, ids out of range among them.
+    #[test]
+    fn storing_a_packet_at_once_is_storing_its_states_one_by_one() {
+        use rand::{Rng, SeedableRng};
+        let n = 2 * HISTORY_BLOCK as u16 + 3;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(10);
+        let (mut one_by_one, mut at_once) = (ReceiveHistory::<u32>::new(n), ReceiveHistory::new(n));
+        let mut sequence = 65_000u16;
+        for _ in 0..2000 {
+            sequence = sequence.wrapping_add(rng.random_range(0..3));
+            let arriving = sequence.wrapping_sub(rng.random_range(0..200));
+            let entries: Vec<(u16, u32)> = (0..rng.random_range(0..12))
+                .map(|_| (rng.random_range(0..n + 2), rng.random()))
+                .collect();
+            for &(id, state) in &entries {
+                one_by_one.insert(id, arriving, arriving / 2, state);
+            }
+            at_once.insert_packet(arriving, arriving / 2, &entries);
+            for id in 0..n {
+                for back in 0..HISTORY_PER_OBJECT as u16 + 2 {
+                    let s = sequence.wrapping_sub(back);
+                    assert_eq!(one_by_one.get(id, s), at_once.get(id, s));
+                }
+            }
+        }
     }
 
     #[test]

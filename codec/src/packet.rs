@@ -1480,25 +1480,35 @@ fn read_section_entries<S: Stream, T: DeltaState>(
     let mut neighbours = Neighbours::new();
     // The block of ids whose successor the history was last asked to load ahead.
     let mut ahead = usize::MAX;
-    for _ in 0..count {
+    let mut left = count;
+    while left > 0 {
+        left -= 1;
         // The commonest entry of a bit-packed section, four one bits: the next id, a baseline at the offset named
-        // last, unchanged. Read at once, it is its baseline.
+        // last, unchanged. Read at once, it is its baseline; so is each entry after it that is four one bits too,
+        // read in this inner loop (a run of them is most of a section).
         let next = previous.map_or(0, |p| i32::from(p) + 1);
         if !S::CONTEXTS && previous_offset != 0 && next <= link.max_id() && s.take_ones(4) {
-            let id = next as u16;
             let named = sequence.wrapping_sub(previous_offset);
-            load_ahead(history, &mut ahead, id, named, sequence);
-            let (_, b) = history
-                .get_ref(id, named)
-                .ok_or(CodecError::MissingBaseline {
-                    object: id,
-                    sequence: named,
-                })?;
-            // Pushed as a default and then copied in place, as below: a state built in a temporary first cost
-            // more than the four flags it saves (a wide copy stalled on the stores just made).
-            let at = out.len();
-            out.push((id, T::default()));
-            out[at].1 = *b;
+            let mut id = next as u16;
+            loop {
+                load_ahead(history, &mut ahead, id, named, sequence);
+                let (_, b) = history
+                    .get_ref(id, named)
+                    .ok_or(CodecError::MissingBaseline {
+                        object: id,
+                        sequence: named,
+                    })?;
+                // Pushed as a default and then copied in place, as below: a state built in a temporary first
+                // cost more than the four flags it saves (a wide copy stalled on the stores just made).
+                let at = out.len();
+                out.push((id, T::default()));
+                out[at].1 = *b;
+                if left == 0 || i32::from(id) >= link.max_id() || !s.take_ones(4) {
+                    break;
+                }
+                left -= 1;
+                id += 1;
+            }
             previous = Some(id);
             previous_gap_length = 0;
             around.after_change = false;
@@ -1694,9 +1704,7 @@ impl<'a> PacketReader<'a> {
                 read_section_entries(s.as_mut(), &self.link, config, sequence, history)?
             }
         };
-        for &(id, state) in &entries {
-            history.insert(id, sequence, frame, state);
-        }
+        history.insert_packet(sequence, frame, &entries);
         Ok((frame, entries))
     }
 
@@ -2708,6 +2716,77 @@ mod tests {
             for (id, state) in entries {
                 assert_eq!(state, states[usize::from(id)]);
                 history.insert(id, sequence, frame, state);
+            }
+        }
+    }
+
+    #[test]
+    fn runs_reaching_the_last_id_or_the_count_read_as_flag_by_flag() {
+        // Sections that are one entry naming its baseline offset and then nearly all one bits: runs of unchanged
+        // entries that reach the link's last id, or the entry count, mid-run, with a few flipped bits among them.
+        // The reader that takes the ones a run at a time must give what the one reading each flag gives.
+        let config = StateConfig::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(12);
+        let sequence = 100u16;
+        for max_objects in [1u16, 2, 17, 40] {
+            let link = LinkConfig {
+                backend: Backend::Bitpack,
+                max_objects,
+                ..LinkConfig::default()
+            };
+            let mut history = ReceiveHistory::new(max_objects);
+            for id in 0..max_objects {
+                for back in 1..=MAX_BASELINE_OFFSET {
+                    let mut state = ObjectState::default();
+                    state.body.position[0] = i32::from(id) * 100 + i32::from(back);
+                    history.insert(id, sequence - back, 0, state);
+                }
+            }
+            for trial in 0..400 {
+                let mut s = BitWriteStream::new();
+                let mut frame = rng.random_range(0..=u32::from(u16::MAX));
+                s.bits(FRAME, &mut frame, 16).unwrap();
+                let mut count = rng.random_range(0..=u32::from(max_objects));
+                s.count(ENTRY_COUNT, &mut count, u32::from(max_objects))
+                    .unwrap();
+                // The first id, a baseline at a named offset, unchanged.
+                // The id gap, the baseline flag, the same-offset flag (0), the offset less one, unchanged.
+                let gap = rng.random_range(0..i32::from(max_objects));
+                let (id, id_bits) = id_code(link.gap_length_bits(), gap).unwrap();
+                let offset = u64::from(rng.random_range(0..MAX_BASELINE_OFFSET));
+                s.packed(
+                    HAS_BASELINE,
+                    &mut (id << 9 | 0b10 << 7 | offset << 1 | 1),
+                    id_bits + 9,
+                )
+                .unwrap();
+                let mut ones = u64::MAX;
+                for _ in 0..rng.random_range(0..4) {
+                    s.packed(HAS_BASELINE, &mut ones, 64).unwrap();
+                }
+                let tail = rng.random_range(1..64);
+                s.packed(HAS_BASELINE, &mut (ones >> (64 - tail)), tail)
+                    .unwrap();
+                let mut bytes = s.finish();
+                for _ in 0..rng.random_range(0..3) {
+                    let at = rng.random_range(0..bytes.len());
+                    bytes[at] ^= 1 << rng.random_range(0..8);
+                }
+                let at_once = read_section_entries::<_, ObjectState>(
+                    &mut BitReadStream::new(&bytes),
+                    &link,
+                    &config,
+                    sequence,
+                    &history,
+                );
+                let flagwise = read_section_entries::<_, ObjectState>(
+                    &mut Flagwise(BitReadStream::new(&bytes)),
+                    &link,
+                    &config,
+                    sequence,
+                    &history,
+                );
+                assert_eq!(at_once, flagwise, "{max_objects} objects, trial {trial}");
             }
         }
     }

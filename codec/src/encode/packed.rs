@@ -34,12 +34,16 @@ pub(super) fn object_residual<S: Stream>(
     let quant = &config.quant;
     let (b, r) = (&mut value.body, &reference.body);
     let same_largest = |base: &BodyState| base.rotation.largest == r.rotation.largest;
+    // The three-element arrays here and in `write_vector` are spelled out: `array::map` went out of line, a call
+    // per vector of every changed body on both ends.
     let position_back = baseline.map_or([false; 3], |base| {
-        [0, 1, 2].map(|i| r.position[i] < base.position[i])
+        let back = |i: usize| r.position[i] < base.position[i];
+        [back(0), back(1), back(2)]
     });
     let rotation_back = baseline.map_or([false; 3], |base| {
         let same = same_largest(base);
-        [0, 1, 2].map(|i| same && r.rotation.components[i] < base.rotation.components[i])
+        let back = |i: usize| same && r.rotation.components[i] < base.rotation.components[i];
+        [back(0), back(1), back(2)]
     });
     // The names of the contexts a component out of range is reported under, worked out only then.
     let position_name = |i: usize, so_far: i64| match (i, class(so_far, [3, 15])) {
@@ -233,9 +237,11 @@ fn write_vector<S: Stream>(
     prefix: u64,
     prefix_bits: u32,
 ) -> Result<(), CodecError> {
-    let d = [0, 1, 2].map(|i| i64::from(value[i]) - i64::from(reference[i]));
+    let residual = |i: usize| i64::from(value[i]) - i64::from(reference[i]);
+    let d = [residual(0), residual(1), residual(2)];
     let largest = d[0].abs().max(d[1].abs()).max(d[2].abs());
-    let [small, medium, large] = buckets.0.map(i64::from);
+    let [small, medium, large] = buckets.0;
+    let [small, medium, large] = [i64::from(small), i64::from(medium), i64::from(large)];
     let (tag, bound) = match largest {
         0 => (0, 0),
         m if m <= small => (1, small),
