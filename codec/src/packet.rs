@@ -892,6 +892,9 @@ impl PacketWriter {
                 let mut priced = std::mem::take(&mut tables.priced);
                 priced.clear();
                 priced.resize(usize::from(link.max_objects), None);
+                // The entry inserted last, while nothing else changed the selection since: an entry continuing its
+                // run (most of a datagram's unchanged entries) is sized without a walk of the bitmap.
+                let mut last: Option<Last> = None;
                 loop {
                     passes += 1;
                     // Grow in priority order toward the budget at the current ratio, short of a size that failed.
@@ -908,13 +911,28 @@ impl PacketWriter {
                             exhausted = true;
                             break;
                         };
-                        let grown = chosen.total + chosen.marginal_bits(&link, &entry, own);
+                        let next_to_last =
+                            last.and_then(|l| chosen.marginal_bits_after(&link, &l, &entry, own));
+                        let grown = chosen.total
+                            + next_to_last
+                                .unwrap_or_else(|| chosen.marginal_bits(&link, &entry, own));
                         if grown as f64 > target && !chosen.is_empty() {
                             pending.push((entry, own));
                             break;
                         }
+                        let (id, offset) = (entry.id, entry.offset);
                         chosen.insert(entry, own, grown);
+                        let after = match (next_to_last, last) {
+                            (Some(_), Some(l)) => l.after,
+                            _ => chosen.after(id),
+                        };
+                        last = Some(Last { id, offset, after });
                     }
+                    debug_assert_eq!(
+                        chosen.total,
+                        chosen.recounted_total(&link),
+                        "section size estimate"
+                    );
                     stream.rollback(start);
                     start = stream.checkpoint();
                     written.clear();
@@ -969,6 +987,7 @@ impl PacketWriter {
                             over / ratio * f64::from(1u32 << overruns.min(20)) / 2.0,
                             at_least,
                         );
+                        last = None;
                         exhausted = false;
                     }
                 }
@@ -1179,7 +1198,7 @@ fn recycled<A, B>(mut v: Vec<A>) -> Vec<B> {
     v.into_iter().filter_map(|_| None).collect()
 }
 
-/// The entry the bit-packing writer's selection inserted last (see [`Selection::marginal_bits_after`]).
+/// The entry a writer's selection inserted last (see [`Selection::marginal_bits_after`]).
 #[derive(Clone, Copy)]
 struct Last {
     id: u16,
@@ -1409,6 +1428,11 @@ impl<'b, T: Copy> Selection<'b, T> {
             freed += (own + 4) as f64;
             dropped.push((e, own));
         }
+        self.total = self.recounted_total(link);
+    }
+
+    /// Bit-packed size of the section as [`write_entries`] writes the chosen entries, counted from scratch.
+    fn recounted_total(&self, link: &LinkConfig) -> u64 {
         let mut total = u64::from(bits_for(u32::from(link.max_objects)));
         let mut previous: Option<u16> = None;
         let mut previous_offset = 0u16;
@@ -1422,7 +1446,7 @@ impl<'b, T: Copy> Selection<'b, T> {
                 previous_offset = o;
             }
         }
-        self.total = total;
+        total
     }
 }
 /// Asks `history` to load the next block after `id`'s ahead of use (see [`ReceiveHistory::prefetch_block_after`]),
