@@ -924,13 +924,17 @@ impl PacketWriter {
                         && !exhausted
                         && fails_at.is_none_or(|f| chosen.len() + 1 < f)
                     {
-                        let next_entry = match pending.pop() {
-                            Some(e) => Some(e),
-                            None => candidates.next(&mut values)?,
-                        };
-                        let Some((entry, own)) = next_entry else {
-                            exhausted = true;
-                            break;
+                        // Most passes draw nothing pending: the candidate is matched where it is drawn, not first
+                        // moved into a common option.
+                        let (entry, own) = match pending.pop() {
+                            Some(e) => e,
+                            None => match candidates.next(&mut values)? {
+                                Some(e) => e,
+                                None => {
+                                    exhausted = true;
+                                    break;
+                                }
+                            },
                         };
                         let next_to_last =
                             last.and_then(|l| chosen.marginal_bits_after(&link, &l, &entry, own));
