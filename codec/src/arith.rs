@@ -917,17 +917,24 @@ const PRICE_SCALE: f64 = 256.0;
 
 /// What coding a 0 costs under each probability of 0 (`-log2(p0 / PROB_ONE)` in units of `1 / PRICE_SCALE`
 /// bits, `p0` in `0..=PROB_ONE`); a 1 costs the entry at `PROB_ONE - p0`.
-fn price_table() -> &'static [u32] {
-    static TABLE: OnceLock<Vec<u32>> = OnceLock::new();
+/// A fixed-length array, so that a price looked up at a probability (at most `PROB_ONE`) needs no bounds check.
+fn price_table() -> &'static PriceTable {
+    static TABLE: OnceLock<Box<PriceTable>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        (0..=PROB_ONE)
-            .map(|p| {
-                let p = f64::from(p.max(1)) / f64::from(PROB_ONE);
-                (-p.log2() * PRICE_SCALE).round() as u32
-            })
-            .collect()
+        let mut table = Box::new([0; PROB_ONE as usize + 1]);
+        for (p, price) in (0..=PROB_ONE).zip(table.iter_mut()) {
+            let p = f64::from(p.max(1)) / f64::from(PROB_ONE);
+            *price = (-p.log2() * PRICE_SCALE).round() as u32;
+        }
+        table
     })
 }
+
+/// [`price_table`]'s type: a price per probability `0..=PROB_ONE`.
+type PriceTable = [u32; PROB_ONE as usize + 1];
+
+/// What the pricer reads for a context outside the table (none is: every context has a block): even odds.
+static EVEN_ODDS: [u16; PER_CTX] = [PROB_INIT; PER_CTX];
 
 /// Prices values as an [`ArithWriteStream`] would code them now, under its current models, without coding them or
 /// updating the models: the encoder runs each path an entry could take through one and codes the cheapest (see
@@ -936,7 +943,7 @@ fn price_table() -> &'static [u32] {
 #[derive(Debug, Clone, Copy)]
 pub struct ArithPricing<'a> {
     models: &'a Models,
-    table: &'a [u32],
+    table: &'a PriceTable,
     price: u32,
 }
 
@@ -946,10 +953,11 @@ impl<'a> ArithPricing<'a> {
         f64::from(self.price) / PRICE_SCALE
     }
 
-    /// The models the stream would code `part` of `ctx`'s block with, from the block's start: the models
-    /// themselves if the stream has used that part, else their priors (the stream resets a part on first use).
+    /// The models the stream would code `part` of `ctx`'s block with, the block whole: the models themselves if
+    /// the stream has used that part, else their priors (the stream resets a part on first use). Of a fixed
+    /// length, so that a decision at an offset the walk bounds needs no bounds check.
     #[inline(always)]
-    fn part_models(&self, ctx: Ctx, part: u32) -> &'a [u16] {
+    fn part_models(&self, ctx: Ctx, part: u32) -> &'a [u16; PER_CTX] {
         let slot = ctx.slot();
         let used = self
             .models
@@ -958,11 +966,14 @@ impl<'a> ArithPricing<'a> {
             .is_some_and(|f| f & (1 << part) != 0);
         let models: &'a Models = self.models;
         let table: &'a [u16] = if used { &models.probs } else { models.priors };
-        table.get(slot * PER_CTX..).unwrap_or(&[])
+        table
+            .get(slot * PER_CTX..)
+            .and_then(|block| block.first_chunk::<PER_CTX>())
+            .unwrap_or(&EVEN_ODDS)
     }
 
     #[inline(always)]
-    fn bit(&mut self, models: &[u16], offset: usize, bit: bool) {
+    fn bit(&mut self, models: &[u16; PER_CTX], offset: usize, bit: bool) {
         let p0 = models.get(offset).copied().unwrap_or(PROB_INIT) & PROB_MASK;
         let p = if bit { PROB_ONE - p0 } else { p0 };
         let cost = self.table.get(usize::from(p)).copied().unwrap_or(0);
@@ -971,15 +982,15 @@ impl<'a> ArithPricing<'a> {
 }
 
 impl<'a> DecisionSink for ArithPricing<'a> {
-    type Block = &'a [u16];
+    type Block = &'a [u16; PER_CTX];
 
     #[inline(always)]
-    fn block(&mut self, ctx: Ctx, part: u32) -> &'a [u16] {
+    fn block(&mut self, ctx: Ctx, part: u32) -> &'a [u16; PER_CTX] {
         self.part_models(ctx, part)
     }
 
     #[inline(always)]
-    fn decide(&mut self, block: &'a [u16], offset: usize, bit: bool) {
+    fn decide(&mut self, block: &'a [u16; PER_CTX], offset: usize, bit: bool) {
         self.bit(block, offset, bit);
     }
 
