@@ -917,17 +917,24 @@ const PRICE_SCALE: f64 = 256.0;
 
 /// What coding a 0 costs under each probability of 0 (`-log2(p0 / PROB_ONE)` in units of `1 / PRICE_SCALE`
 /// bits, `p0` in `0..=PROB_ONE`); a 1 costs the entry at `PROB_ONE - p0`.
-fn price_table() -> &'static [u32] {
-    static TABLE: OnceLock<Vec<u32>> = OnceLock::new();
+/// A fixed-length array, so that a price looked up at a probability (at most `PROB_ONE`) needs no bounds check.
+fn price_table() -> &'static PriceTable {
+    static TABLE: OnceLock<Box<PriceTable>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        (0..=PROB_ONE)
-            .map(|p| {
-                let p = f64::from(p.max(1)) / f64::from(PROB_ONE);
-                (-p.log2() * PRICE_SCALE).round() as u32
-            })
-            .collect()
+        let mut table = Box::new([0; PROB_ONE as usize + 1]);
+        for (p, price) in (0..=PROB_ONE).zip(table.iter_mut()) {
+            let p = f64::from(p.max(1)) / f64::from(PROB_ONE);
+            *price = (-p.log2() * PRICE_SCALE).round() as u32;
+        }
+        table
     })
 }
+
+/// [`price_table`]'s type: a price per probability `0..=PROB_ONE`.
+type PriceTable = [u32; PROB_ONE as usize + 1];
+
+/// What the pricer reads for a context outside the table (none is: every context has a block): even odds.
+static EVEN_ODDS: [u16; PER_CTX] = [PROB_INIT; PER_CTX];
 
 /// Prices values as an [`ArithWriteStream`] would code them now, under its current models, without coding them or
 /// updating the models: the encoder runs each path an entry could take through one and codes the cheapest (see
@@ -936,7 +943,7 @@ fn price_table() -> &'static [u32] {
 #[derive(Debug, Clone, Copy)]
 pub struct ArithPricing<'a> {
     models: &'a Models,
-    table: &'a [u32],
+    table: &'a PriceTable,
     price: u32,
 }
 
@@ -946,10 +953,11 @@ impl<'a> ArithPricing<'a> {
         f64::from(self.price) / PRICE_SCALE
     }
 
-    /// The models the stream would code `part` of `ctx`'s block with, from the block's start: the models
-    /// themselves if the stream has used that part, else their priors (the stream resets a part on first use).
+    /// The models the stream would code `part` of `ctx`'s block with, the block whole: the models themselves if
+    /// the stream has used that part, else their priors (the stream resets a part on first use). Of a fixed
+    /// length, so that a decision at an offset the walk bounds needs no bounds check.
     #[inline(always)]
-    fn part_models(&self, ctx: Ctx, part: u32) -> &'a [u16] {
+    fn part_models(&self, ctx: Ctx, part: u32) -> &'a [u16; PER_CTX] {
         let slot = ctx.slot();
         let used = self
             .models
@@ -958,11 +966,14 @@ impl<'a> ArithPricing<'a> {
             .is_some_and(|f| f & (1 << part) != 0);
         let models: &'a Models = self.models;
         let table: &'a [u16] = if used { &models.probs } else { models.priors };
-        table.get(slot * PER_CTX..).unwrap_or(&[])
+        table
+            .get(slot * PER_CTX..)
+            .and_then(|block| block.first_chunk::<PER_CTX>())
+            .unwrap_or(&EVEN_ODDS)
     }
 
     #[inline(always)]
-    fn bit(&mut self, models: &[u16], offset: usize, bit: bool) {
+    fn bit(&mut self, models: &[u16; PER_CTX], offset: usize, bit: bool) {
         let p0 = models.get(offset).copied().unwrap_or(PROB_INIT) & PROB_MASK;
         let p = if bit { PROB_ONE - p0 } else { p0 };
         let cost = self.table.get(usize::from(p)).copied().unwrap_or(0);
@@ -971,15 +982,15 @@ impl<'a> ArithPricing<'a> {
 }
 
 impl<'a> DecisionSink for ArithPricing<'a> {
-    type Block = &'a [u16];
+    type Block = &'a [u16; PER_CTX];
 
     #[inline(always)]
-    fn block(&mut self, ctx: Ctx, part: u32) -> &'a [u16] {
+    fn block(&mut self, ctx: Ctx, part: u32) -> &'a [u16; PER_CTX] {
         self.part_models(ctx, part)
     }
 
     #[inline(always)]
-    fn decide(&mut self, block: &'a [u16], offset: usize, bit: bool) {
+    fn decide(&mut self, block: &'a [u16; PER_CTX], offset: usize, bit: bool) {
         self.bit(block, offset, bit);
     }
 
@@ -1112,14 +1123,28 @@ impl<'a> ArithReadStream<'a> {
     /// [`ArithReadStream::value`] for a range of more than 16 values, decoded on a local copy of the decoder (see
     /// [`Decoding`]).
     fn wide_value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
-        let mut d = Decoding {
-            dec: self.dec,
-            models: &mut self.models,
-            costs: self.costs.as_deref_mut(),
-        };
-        let v = d.wide_value(ctx, min, max);
-        self.dec = d.dec;
-        v
+        match self.costs.as_deref_mut() {
+            None => {
+                let mut d = Decoding::<false> {
+                    dec: self.dec,
+                    models: &mut self.models,
+                    costs: None,
+                };
+                let v = d.wide_value(ctx, min, max);
+                self.dec = d.dec;
+                v
+            }
+            costs => {
+                let mut d = Decoding::<true> {
+                    dec: self.dec,
+                    models: &mut self.models,
+                    costs,
+                };
+                let v = d.wide_value(ctx, min, max);
+                self.dec = d.dec;
+                v
+            }
+        }
     }
 }
 
@@ -1146,31 +1171,15 @@ fn decode_bit(
 
 /// A wide value's decisions decoded on a copy of the stream's decoder: a local whose registers stay in machine
 /// registers across the decisions rather than going through memory on each (the caller writes the copy back).
-struct Decoding<'s, 'a> {
+/// `TALLY` says whether the stream tallies costs (`costs` is then `Some`): a stream that does not (any but a
+/// benchmark's) decodes without asking at every decision.
+struct Decoding<'s, 'a, const TALLY: bool> {
     dec: RangeDecoder<'a>,
     models: &'s mut Models,
     costs: Option<&'s mut FieldCosts>,
 }
 
-impl Decoding<'_, '_> {
-    #[inline(always)]
-    fn bit(&mut self, index: usize) -> Result<bool, CodecError> {
-        decode_bit(
-            &mut self.dec,
-            &mut self.models.probs,
-            self.costs.as_deref_mut(),
-            index,
-        )
-    }
-
-    #[inline(always)]
-    fn direct(&mut self, ctx: Ctx, bits: u32) -> Result<u32, CodecError> {
-        if let Some(costs) = self.costs.as_deref_mut() {
-            costs.charge(ctx, f64::from(bits));
-        }
-        self.dec.decode_direct(bits)
-    }
-
+impl<const TALLY: bool> Decoding<'_, '_, TALLY> {
     /// Decodes a value in `min..=max`, a range of more than 16 values, as [`walk_wide_value`] coded it.
     #[inline(always)]
     fn wide_value(&mut self, ctx: Ctx, min: i64, max: i64) -> Result<i64, CodecError> {
@@ -1183,7 +1192,8 @@ impl Decoding<'_, '_> {
         }
     }
 
-    /// [`Self::wide_value`] of a value in `min..=max`, whose shape is `sh`.
+    /// [`Self::wide_value`] of a value in `min..=max`, whose shape is `sh`. Each part of the context's models is
+    /// borrowed as the context's whole block once, and its decisions address models at offsets into it.
     #[inline(always)]
     fn wide_value_in(
         &mut self,
@@ -1192,10 +1202,13 @@ impl Decoding<'_, '_> {
         max: i64,
         sh: Shape,
     ) -> Result<i64, CodecError> {
-        let c = self.models.bucket(ctx, sh.levels);
+        let Decoding { dec, models, costs } = self;
+        let start = models.bucket(ctx, sh.levels);
+        let block = block_at(&mut models.probs, start)?;
         let mut node = 1usize;
         for _ in 0..sh.levels {
-            let b = self.bit(c + BUCKET + tree_slot(sh.levels, node))?;
+            let offset = BUCKET + tree_slot(sh.levels, node);
+            let b = decide_in::<TALLY>(dec, block, start, offset, costs)?;
             node = node * 2 + usize::from(b);
         }
         let k = (node - (1 << sh.levels)) as u32;
@@ -1206,27 +1219,38 @@ impl Decoding<'_, '_> {
             return Err(CodecError::Invalid { field: ctx.name });
         }
         let negative = if sh.below && sh.above {
-            let c = self.models.head(ctx);
-            self.bit(c + SIGN)?
+            let start = models.head(ctx);
+            let block = block_at(&mut models.probs, start)?;
+            decide_in::<TALLY>(dec, block, start, SIGN, costs)?
         } else {
             sh.below
         };
         let mut m = 1u64;
         if k >= 2 {
-            let c = self.models.mantissa(ctx) + MANTISSA + MANTISSA_MODELS * k as usize;
-            let first = self.bit(c)?;
+            let start = models.mantissa(ctx);
+            let block = block_at(&mut models.probs, start)?;
+            let c = MANTISSA + MANTISSA_MODELS * k as usize;
+            let first = decide_in::<TALLY>(dec, block, start, c, costs)?;
             m = (m << 1) | u64::from(first);
             if k >= 3 {
-                m = (m << 1) | u64::from(self.bit(c + 1 + usize::from(first))?);
+                let second =
+                    decide_in::<TALLY>(dec, block, start, c + 1 + usize::from(first), costs)?;
+                m = (m << 1) | u64::from(second);
             }
         }
         if k >= 4 {
             let rest = k - 3;
+            let mut direct = |bits: u32| {
+                if TALLY && let Some(costs) = costs.as_deref_mut() {
+                    costs.charge(ctx, f64::from(bits));
+                }
+                dec.decode_direct(bits)
+            };
             let low = if rest > 16 {
-                let hi = u64::from(self.direct(ctx, rest - 16)?);
-                (hi << 16) | u64::from(self.direct(ctx, 16)?)
+                let hi = u64::from(direct(rest - 16)?);
+                (hi << 16) | u64::from(direct(16)?)
             } else {
-                u64::from(self.direct(ctx, rest)?)
+                u64::from(direct(rest)?)
             };
             m = (m << rest) | low;
         }
@@ -1237,6 +1261,38 @@ impl Decoding<'_, '_> {
         }
         Ok(v)
     }
+}
+
+/// The block of models of one context, from model `start` of `probs` on.
+#[inline(always)]
+fn block_at(probs: &mut [u16], start: usize) -> Result<&mut [u16; PER_CTX], CodecError> {
+    probs
+        .get_mut(start..)
+        .and_then(|rest| rest.first_chunk_mut::<PER_CTX>())
+        .ok_or(CodecError::Invalid { field: "model" })
+}
+
+/// [`decode_bit`] under model `offset` of a context's block (see [`block_at`]), which starts at model `start`: an
+/// offset the walk bounds is checked against the block's constant length, or not at all.
+#[inline(always)]
+fn decide_in<const TALLY: bool>(
+    dec: &mut RangeDecoder<'_>,
+    block: &mut [u16; PER_CTX],
+    start: usize,
+    offset: usize,
+    costs: &mut Option<&mut FieldCosts>,
+) -> Result<bool, CodecError> {
+    let m = block
+        .get_mut(offset)
+        .ok_or(CodecError::Invalid { field: "model" })?;
+    let word = *m;
+    let p0 = word & PROB_MASK;
+    let bit = dec.decode_decision(p0)?;
+    *m = adapt_model(word, bit);
+    if TALLY && let Some(costs) = costs.as_deref_mut() {
+        costs.decided(start + offset, bit, p0);
+    }
+    Ok(bit)
 }
 
 impl Stream for ArithReadStream<'_> {
@@ -1274,7 +1330,7 @@ mod tests {
 
     /// The writer codes a wide value through its own path ([`ArithWriteStream::wide_value`]) unless it tallies
     /// costs, when it walks [`walk_wide_value`] as the pricer does: the two must make the same decisions (the same
-    /// bytes), and the reader must read them back.
+    /// bytes), and the reader must read them back, tallying or not.
     #[test]
     fn a_wide_value_codes_alike_with_and_without_a_tally() {
         let ranges = [
@@ -1313,14 +1369,26 @@ mod tests {
             walked.int(ctx, &mut { v }, min, max).unwrap();
         }
         let bytes = fast.finish();
+        let written: Vec<(&str, f64)> = walked.costs().unwrap().by_field().collect();
         assert_eq!(bytes, walked.finish());
-        let mut r = ArithReadStream::new(&bytes).unwrap();
-        for &(ctx, v, min, max) in &values {
-            let mut read = 0;
-            r.int(ctx, &mut read, min, max).unwrap();
-            assert_eq!(read, v);
+        // The reader decodes alike whether it tallies (through its general path) or not, and tallies what the
+        // writer coded.
+        for tally in [false, true] {
+            let mut r = ArithReadStream::new(&bytes).unwrap();
+            if tally {
+                r.track_costs();
+            }
+            for &(ctx, v, min, max) in &values {
+                let mut read = 0;
+                r.int(ctx, &mut read, min, max).unwrap();
+                assert_eq!(read, v);
+            }
+            r.finish().unwrap();
+            if tally {
+                let read: Vec<(&str, f64)> = r.costs().unwrap().by_field().collect();
+                assert_eq!(read, written);
+            }
         }
-        r.finish().unwrap();
     }
 
     #[test]

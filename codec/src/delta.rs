@@ -315,25 +315,32 @@ pub fn plan<T: DeltaState>(
     baseline: Option<&T>,
     prediction: Option<&T>,
 ) -> Result<DeltaPlan, CodecError> {
+    plan_with_residual_gap(config, value, baseline, prediction).map(|(plan, _)| plan)
+}
+
+/// [`plan`], with how far apart the two residuals' bit-packed sizes lie (against the prediction and against the
+/// baseline) when both were sized: the range-coded writer prices an entry's paths under its models only where
+/// they lie close, and the plan has sized both already.
+#[inline]
+pub(crate) fn plan_with_residual_gap<T: DeltaState>(
+    config: &T::Config,
+    value: &T,
+    baseline: Option<&T>,
+    prediction: Option<&T>,
+) -> Result<(DeltaPlan, Option<u64>), CodecError> {
     const NO_PATH: CodecError = CodecError::Invalid { field: "state" };
     let Some(base) = baseline else {
         let bits = T::absolute_bits(config, value).ok_or(NO_PATH)?;
-        return Ok(DeltaPlan {
-            path: DeltaPath::Absolute,
-            bits,
-        });
+        let path = DeltaPath::Absolute;
+        return Ok((DeltaPlan { path, bits }, None));
     };
     if base == value {
-        return Ok(DeltaPlan {
-            path: DeltaPath::Unchanged,
-            bits: 1,
-        });
+        let path = DeltaPath::Unchanged;
+        return Ok((DeltaPlan { path, bits: 1 }, None));
     }
     if prediction == Some(value) {
-        return Ok(DeltaPlan {
-            path: DeltaPath::Predicted,
-            bits: 2,
-        });
+        let path = DeltaPath::Predicted;
+        return Ok((DeltaPlan { path, bits: 2 }, None));
     }
     // The unchanged flag, the perfect-prediction flag when there is a prediction, and the path tag (0..=2, or
     // 0..=1 without a prediction).
@@ -352,18 +359,13 @@ pub fn plan<T: DeltaState>(
             });
         }
     };
-    if let Some(p) = prediction {
-        consider(
-            &mut best,
-            DeltaPath::PredictionError,
-            T::residual_bits(config, value, p),
-        );
-    }
-    consider(
-        &mut best,
-        DeltaPath::Delta,
-        T::residual_bits(config, value, base),
-    );
+    let against_prediction = prediction.and_then(|p| T::residual_bits(config, value, p));
+    consider(&mut best, DeltaPath::PredictionError, against_prediction);
+    let against_baseline = T::residual_bits(config, value, base);
+    consider(&mut best, DeltaPath::Delta, against_baseline);
+    let gap = against_prediction
+        .zip(against_baseline)
+        .map(|(a, b)| a.abs_diff(b));
     // Ties go to the earlier path, so the absolute form wins only if smaller than the best residual.
     if best.is_none_or(|b| T::absolute_bits_floor(config) + tags < b.bits) {
         consider(
@@ -372,7 +374,7 @@ pub fn plan<T: DeltaState>(
             T::absolute_bits(config, value),
         );
     }
-    best.ok_or(NO_PATH)
+    best.map(|plan| (plan, gap)).ok_or(NO_PATH)
 }
 
 /// The prediction an entry is coded against, as the packet layer hands it to [`serialize_entry_lazy`].

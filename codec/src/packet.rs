@@ -13,8 +13,8 @@ use crate::baseline::{
 };
 use crate::bitpack::{BitReadStream, BitWriteStream};
 use crate::delta::{
-    DeltaPath, DeltaState, Prediction, Surroundings, plan, serialize_changed, serialize_entry_lazy,
-    serialize_unchanged,
+    DeltaPath, DeltaState, Prediction, Surroundings, plan_with_residual_gap, serialize_changed,
+    serialize_entry_lazy, serialize_unchanged,
 };
 use crate::error::CodecError;
 use crate::header::{Backend, HEADER_BYTES, PacketHeader, serialize_header};
@@ -139,6 +139,9 @@ struct Entry<'b, T> {
     /// Packets from the baseline back to the older state the prediction extrapolates from, if any.
     older: Option<u16>,
     path: DeltaPath,
+    /// The planned path is the smaller of the two residuals by more than [`PRICED_MARGIN_BITS`] in bit-packed
+    /// size (see [`decided`]): against its own prediction, the range coder keeps it without pricing the others.
+    decided: bool,
     /// The state to send: an index into the section's values, or [`SAME_AS_BASELINE`].
     state: u32,
     /// The prediction from the baseline, if any: an index into the section's values.
@@ -338,6 +341,8 @@ fn serialize_entry_body<S: Stream, T: DeltaState>(
 struct Against<T> {
     prediction: Option<T>,
     neighbour: usize,
+    /// Whether `prediction` went through [`Neighbours::corrected`] (and may differ from the entry's own).
+    corrected: bool,
 }
 
 impl<T> Against<T> {
@@ -371,6 +376,14 @@ impl EntrySink for ArithWriteStream {
 /// encode instructions pricing every entry adds (8 bits kept under half of the saving).
 const PRICED_MARGIN_BITS: u64 = 16;
 
+/// [`Entry::decided`] for an entry planned along `path` whose two residuals' bit-packed sizes lie `gap` apart
+/// (see [`plan_with_residual_gap`]).
+#[inline]
+fn decided(path: DeltaPath, gap: Option<u64>) -> bool {
+    matches!(path, DeltaPath::PredictionError | DeltaPath::Delta)
+        && gap.is_some_and(|g| g > PRICED_MARGIN_BITS)
+}
+
 /// The path `e` costs least along under `pricing` against `against` (tags and state; the baseline fields cost the
 /// same on every path); `e.path` for an unchanged entry, one without a baseline, or when no path can be written.
 fn cheapest_path<T: DeltaState>(
@@ -387,16 +400,20 @@ fn cheapest_path<T: DeltaState>(
     if e.path == DeltaPath::Unchanged {
         return e.path;
     }
-    let state = *e.state(values);
-    let prediction = against.prediction;
     // Two residuals far apart in bit-packed size are far apart under the models too: only close calls are priced.
-    // (The planned path is the smaller of the two, unless a neighbour correction moved the prediction.)
-    if let Some(p) = prediction.as_ref()
-        && *p != state
+    // The plan sized both against the entry's own prediction; against one a neighbour correction moved, they are
+    // sized again (and the planned path may no longer be the smaller).
+    if !against.corrected {
+        if e.decided {
+            return e.path;
+        }
+    } else if let Some(p) = against.prediction.as_ref()
+        && let state = e.state(values)
+        && p != state
         && matches!(e.path, DeltaPath::PredictionError | DeltaPath::Delta)
         && let (Some(a), Some(b)) = (
-            T::residual_bits(config, &state, p),
-            T::residual_bits(config, &state, &base.state),
+            T::residual_bits(config, state, p),
+            T::residual_bits(config, state, &base.state),
         )
         && a.abs_diff(b) > PRICED_MARGIN_BITS
     {
@@ -406,6 +423,8 @@ fn cheapest_path<T: DeltaState>(
             DeltaPath::Delta
         };
     }
+    let state = *e.state(values);
+    let prediction = against.prediction;
     let mut best: Option<(f64, DeltaPath)> = None;
     for path in [
         DeltaPath::Predicted,
@@ -521,11 +540,13 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
                 Against {
                     prediction: Some(p),
                     neighbour,
+                    corrected: true,
                 }
             }
             _ => Against {
                 prediction: e.prediction(values).copied(),
                 neighbour: 0,
+                corrected: false,
             },
         };
         let prediction = against.prediction.as_ref();
@@ -892,6 +913,9 @@ impl PacketWriter {
                 let mut priced = std::mem::take(&mut tables.priced);
                 priced.clear();
                 priced.resize(usize::from(link.max_objects), None);
+                // The entry inserted last, while nothing else changed the selection since: an entry continuing its
+                // run (most of a datagram's unchanged entries) is sized without a walk of the bitmap.
+                let mut last: Option<Last> = None;
                 loop {
                     passes += 1;
                     // Grow in priority order toward the budget at the current ratio, short of a size that failed.
@@ -900,21 +924,40 @@ impl PacketWriter {
                         && !exhausted
                         && fails_at.is_none_or(|f| chosen.len() + 1 < f)
                     {
-                        let next_entry = match pending.pop() {
-                            Some(e) => Some(e),
-                            None => candidates.next(&mut values)?,
+                        // Most passes draw nothing pending: the candidate is matched where it is drawn, not first
+                        // moved into a common option.
+                        let (entry, own) = match pending.pop() {
+                            Some(e) => e,
+                            None => match candidates.next(&mut values)? {
+                                Some(e) => e,
+                                None => {
+                                    exhausted = true;
+                                    break;
+                                }
+                            },
                         };
-                        let Some((entry, own)) = next_entry else {
-                            exhausted = true;
-                            break;
-                        };
-                        let grown = chosen.total + chosen.marginal_bits(&link, &entry, own);
+                        let next_to_last =
+                            last.and_then(|l| chosen.marginal_bits_after(&link, &l, &entry, own));
+                        let grown = chosen.total
+                            + next_to_last
+                                .unwrap_or_else(|| chosen.marginal_bits(&link, &entry, own));
                         if grown as f64 > target && !chosen.is_empty() {
                             pending.push((entry, own));
                             break;
                         }
+                        let (id, offset) = (entry.id, entry.offset);
                         chosen.insert(entry, own, grown);
+                        let after = match (next_to_last, last) {
+                            (Some(_), Some(l)) => l.after,
+                            _ => chosen.after(id),
+                        };
+                        last = Some(Last { id, offset, after });
                     }
+                    debug_assert_eq!(
+                        chosen.total,
+                        chosen.recounted_total(&link),
+                        "section size estimate"
+                    );
                     stream.rollback(start);
                     start = stream.checkpoint();
                     written.clear();
@@ -969,6 +1012,7 @@ impl PacketWriter {
                             over / ratio * f64::from(1u32 << overruns.min(20)) / 2.0,
                             at_least,
                         );
+                        last = None;
                         exhausted = false;
                     }
                 }
@@ -1066,6 +1110,7 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>> Candidates<'_, 'b, T, F> {
                     offset: Some(sequence.wrapping_sub(b.sequence)),
                     older: None,
                     path: DeltaPath::Unchanged,
+                    decided: false,
                     state: SAME_AS_BASELINE,
                     prediction: None,
                     baseline: base,
@@ -1096,7 +1141,12 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>> Candidates<'_, 'b, T, F> {
                 index = Some(values.len() as u32);
                 values.push(p);
             }
-            let decision = plan(config, &state, base.map(|b| &b.state), prediction.as_ref())?;
+            let (decision, gap) = plan_with_residual_gap(
+                config,
+                &state,
+                base.map(|b| &b.state),
+                prediction.as_ref(),
+            )?;
             let history_bits = if history && base.is_some() && decision.path != DeltaPath::Unchanged
             {
                 older_bits(older)
@@ -1108,6 +1158,7 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>> Candidates<'_, 'b, T, F> {
                 offset: base.map(|b| sequence.wrapping_sub(b.sequence)),
                 older,
                 path: decision.path,
+                decided: decided(decision.path, gap),
                 state: values.len() as u32,
                 prediction: index,
                 baseline: base,
@@ -1179,7 +1230,7 @@ fn recycled<A, B>(mut v: Vec<A>) -> Vec<B> {
     v.into_iter().filter_map(|_| None).collect()
 }
 
-/// The entry the bit-packing writer's selection inserted last (see [`Selection::marginal_bits_after`]).
+/// The entry a writer's selection inserted last (see [`Selection::marginal_bits_after`]).
 #[derive(Clone, Copy)]
 struct Last {
     id: u16,
@@ -1409,6 +1460,11 @@ impl<'b, T: Copy> Selection<'b, T> {
             freed += (own + 4) as f64;
             dropped.push((e, own));
         }
+        self.total = self.recounted_total(link);
+    }
+
+    /// Bit-packed size of the section as [`write_entries`] writes the chosen entries, counted from scratch.
+    fn recounted_total(&self, link: &LinkConfig) -> u64 {
         let mut total = u64::from(bits_for(u32::from(link.max_objects)));
         let mut previous: Option<u16> = None;
         let mut previous_offset = 0u16;
@@ -1422,7 +1478,7 @@ impl<'b, T: Copy> Selection<'b, T> {
                 previous_offset = o;
             }
         }
-        self.total = total;
+        total
     }
 }
 /// Asks `history` to load the next block after `id`'s ahead of use (see [`ReceiveHistory::prefetch_block_after`]),
@@ -1778,6 +1834,7 @@ pub fn decode_packet<T: DeltaState>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::delta::plan;
     use crate::encode::StateConfig;
     use crate::header::ReceivedPackets;
     use crate::priority::PriorityAccumulator;
@@ -2070,14 +2127,15 @@ mod tests {
                     values.push(p);
                     values.len() as u32 - 1
                 });
-                let path = plan(&config, &state, Some(&b.state), prediction.as_ref())
-                    .unwrap()
-                    .path;
+                let (planned, gap) =
+                    plan_with_residual_gap(&config, &state, Some(&b.state), prediction.as_ref())
+                        .unwrap();
                 Entry {
                     id: id as u16,
                     offset: Some(1),
                     older: None,
-                    path,
+                    path: planned.path,
+                    decided: decided(planned.path, gap),
                     state: {
                         values.push(state);
                         values.len() as u32 - 1
@@ -2119,6 +2177,61 @@ mod tests {
             by_plan.len()
         );
         // That the decoder follows the paths taken is what the range-coded sessions below check.
+    }
+
+    #[test]
+    fn a_decided_plan_is_the_path_the_residual_sizes_decide() {
+        // Bodies under random kicks 1 to 8 frames past their baselines: wherever the plan marks an entry decided,
+        // sizing the two residuals again (what the range-coded writer did for every changed entry) returns the
+        // planned path without pricing, and wherever it does not, they lie close or one is missing.
+        let config = StateConfig::default();
+        let (mut decided_entries, mut close) = (0, 0);
+        for seed in 0..4 {
+            let mut world = World::new(seed, 200);
+            let baselines = world.states.clone();
+            for frames in 1..=8u16 {
+                world.step();
+                for (now, base) in world.states.iter().zip(&baselines) {
+                    let prediction = ObjectState::predict(&config, base, frames);
+                    let (planned, gap) =
+                        plan_with_residual_gap(&config, now, Some(base), prediction.as_ref())
+                            .unwrap();
+                    let sized = prediction.filter(|p| p != now).and_then(|p| {
+                        Some((
+                            ObjectState::residual_bits(&config, now, &p)?,
+                            ObjectState::residual_bits(&config, now, base)?,
+                        ))
+                    });
+                    let by_sizes = match sized {
+                        Some((a, b))
+                            if matches!(
+                                planned.path,
+                                DeltaPath::PredictionError | DeltaPath::Delta
+                            ) && a.abs_diff(b) > PRICED_MARGIN_BITS =>
+                        {
+                            Some(if a <= b {
+                                DeltaPath::PredictionError
+                            } else {
+                                DeltaPath::Delta
+                            })
+                        }
+                        _ => None,
+                    };
+                    let marked = decided(planned.path, gap);
+                    assert_eq!(
+                        marked.then_some(planned.path),
+                        by_sizes,
+                        "{now:?} against {base:?}"
+                    );
+                    decided_entries += usize::from(marked);
+                    close += usize::from(!marked && sized.is_some());
+                }
+            }
+        }
+        assert!(
+            decided_entries >= 1000 && close >= 50,
+            "{decided_entries} decided, {close} close"
+        );
     }
 
     #[test]
@@ -2459,6 +2572,7 @@ mod tests {
                     offset: with_base.then(|| [6, 6, 6, 9, 64][rng.random_range(0..5)]),
                     older: None,
                     path: decision.path,
+                    decided: false,
                     state: values.len() as u32 - 1,
                     prediction: index,
                     baseline: with_base.then_some(base),
@@ -2502,6 +2616,7 @@ mod tests {
                     offset,
                     older: None,
                     path: DeltaPath::Unchanged,
+                    decided: false,
                     state: SAME_AS_BASELINE,
                     prediction: None,
                     baseline: None,
@@ -2566,6 +2681,7 @@ mod tests {
                     offset: with_base.then_some(offset),
                     older: None,
                     path: decision.path,
+                    decided: false,
                     state: values.len() as u32 - 1,
                     prediction: None,
                     baseline: with_base.then_some(base),
