@@ -2738,6 +2738,34 @@ mod tests {
         }
     }
 
+    /// What reading one section gives: its frame and entries.
+    type SectionRead = Result<(u16, Vec<(u16, ObjectState)>), CodecError>;
+
+    /// One section read twice: by the bit-packing reader (runs of unchanged entries at once) and by [`Flagwise`].
+    fn read_with_runs_and_flagwise(
+        bytes: &[u8],
+        link: &LinkConfig,
+        config: &StateConfig,
+        sequence: u16,
+        history: &ReceiveHistory<ObjectState>,
+    ) -> (SectionRead, SectionRead) {
+        let at_once = read_section_entries::<_, ObjectState>(
+            &mut BitReadStream::new(bytes),
+            link,
+            config,
+            sequence,
+            history,
+        );
+        let flagwise = read_section_entries::<_, ObjectState>(
+            &mut Flagwise(BitReadStream::new(bytes)),
+            link,
+            config,
+            sequence,
+            history,
+        );
+        (at_once, flagwise)
+    }
+
     /// A bit-packing reader that reads every flag on its own: it keeps [`Stream::take_ones`]'s default.
     struct Flagwise<'a>(BitReadStream<'a>);
 
@@ -2805,20 +2833,8 @@ mod tests {
                     bytes[at] ^= 1 << rng.random_range(0..8);
                     bytes.truncate(rng.random_range(bytes.len() / 2..=bytes.len()));
                 }
-                let at_once = read_section_entries::<_, ObjectState>(
-                    &mut BitReadStream::new(&bytes),
-                    &link,
-                    &config,
-                    sequence,
-                    &history,
-                );
-                let flagwise = read_section_entries::<_, ObjectState>(
-                    &mut Flagwise(BitReadStream::new(&bytes)),
-                    &link,
-                    &config,
-                    sequence,
-                    &history,
-                );
+                let (at_once, flagwise) =
+                    read_with_runs_and_flagwise(&bytes, &link, &config, sequence, &history);
                 assert_eq!(at_once, flagwise, "sequence {sequence}, trial {trial}");
             }
             let (frame, entries) = read_section_entries(
@@ -2888,20 +2904,8 @@ mod tests {
                     let at = rng.random_range(0..bytes.len());
                     bytes[at] ^= 1 << rng.random_range(0..8);
                 }
-                let at_once = read_section_entries::<_, ObjectState>(
-                    &mut BitReadStream::new(&bytes),
-                    &link,
-                    &config,
-                    sequence,
-                    &history,
-                );
-                let flagwise = read_section_entries::<_, ObjectState>(
-                    &mut Flagwise(BitReadStream::new(&bytes)),
-                    &link,
-                    &config,
-                    sequence,
-                    &history,
-                );
+                let (at_once, flagwise) =
+                    read_with_runs_and_flagwise(&bytes, &link, &config, sequence, &history);
                 assert_eq!(at_once, flagwise, "{max_objects} objects, trial {trial}");
             }
         }
