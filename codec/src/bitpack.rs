@@ -71,26 +71,10 @@ impl BitWriteStream {
         self.writer.into_writer()
     }
 
-    /// Appends the low `bits` bits of `value` (`bits <= 32`, `value < 2^bits`).
+    /// Appends the low `bits` bits of `value` (`bits <= 64`, `value < 2^bits`): a flag, an offset or a packed field
+    /// of any width in one step.
     #[inline(always)]
-    fn put(&mut self, value: u32, bits: u32) -> Result<(), CodecError> {
-        debug_assert!(bits <= 32 && (bits == 32 || value >> bits == 0));
-        self.bits += u64::from(bits);
-        let free = 64 - self.acc_bits;
-        if bits < free {
-            // acc_bits < 64 and bits < free, so neither shift reaches 64.
-            self.acc = (self.acc << bits) | u64::from(value);
-            self.acc_bits += bits;
-            Ok(())
-        } else {
-            self.flush_word(u64::from(value), bits, free)
-        }
-    }
-
-    /// Appends the low `bits` bits of `value` (`bits <= 64`, `value < 2^bits`): a packed field of any width in one
-    /// step, where two [`BitWriteStream::put`]s took a check and a flush test each.
-    #[inline(always)]
-    fn put_wide(&mut self, value: u64, bits: u32) -> Result<(), CodecError> {
+    fn put(&mut self, value: u64, bits: u32) -> Result<(), CodecError> {
         debug_assert!(bits <= 64 && (bits == 64 || value >> bits == 0));
         self.bits += u64::from(bits);
         let free = 64 - self.acc_bits;
@@ -134,7 +118,7 @@ impl Stream for BitWriteStream {
 
     #[inline]
     fn bool(&mut self, _ctx: Ctx, value: &mut bool) -> Result<(), CodecError> {
-        self.put(u32::from(*value), 1)
+        self.put(u64::from(*value), 1)
     }
 
     #[inline]
@@ -142,7 +126,7 @@ impl Stream for BitWriteStream {
         check_range(ctx, i64::from(*value), min, max)?;
         let span = (i64::from(max) - i64::from(min)) as u32;
         let offset = (i64::from(*value) - i64::from(min)) as u32;
-        self.put(offset, bits_for(span))
+        self.put(u64::from(offset), bits_for(span))
     }
 
     #[inline]
@@ -150,7 +134,7 @@ impl Stream for BitWriteStream {
         if bits > 32 || (bits < 32 && *value >> bits != 0) {
             return Err(CodecError::Invalid { field: ctx.name });
         }
-        self.put(*value, bits)
+        self.put(u64::from(*value), bits)
     }
 
     #[inline(always)]
@@ -158,7 +142,7 @@ impl Stream for BitWriteStream {
         if bits > 64 || (bits < 64 && *value >> bits != 0) {
             return Err(CodecError::Invalid { field: ctx.name });
         }
-        self.put_wide(*value, bits)
+        self.put(*value, bits)
     }
 }
 

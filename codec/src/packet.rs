@@ -1481,21 +1481,28 @@ impl<'b, T: Copy> Selection<'b, T> {
         total
     }
 }
-/// Asks `history` to load the next block after `id`'s ahead of use (see [`ReceiveHistory::prefetch_block_after`]),
+/// The baseline packet `named` holds for `id` (its frame and state), or [`CodecError::MissingBaseline`]. Asks
+/// `history` to load the next block after `id`'s ahead of use (see [`ReceiveHistory::prefetch_block_after`]),
 /// once per block: `ahead` is the block of ids it was last asked for.
-#[inline]
-fn load_ahead<T: Copy>(
-    history: &ReceiveHistory<T>,
+#[inline(always)]
+fn named_baseline<'h, T: Copy>(
+    history: &'h ReceiveHistory<T>,
     ahead: &mut usize,
     id: u16,
     named: u16,
     sequence: u16,
-) {
+) -> Result<(u16, &'h T), CodecError> {
     let block = usize::from(id) / HISTORY_BLOCK;
     if block != *ahead {
         *ahead = block;
         history.prefetch_block_after(id, named, sequence);
     }
+    history
+        .get_ref(id, named)
+        .ok_or(CodecError::MissingBaseline {
+            object: id,
+            sequence: named,
+        })
 }
 
 enum Source<'a> {
@@ -1547,13 +1554,7 @@ fn read_section_entries<S: Stream, T: DeltaState>(
             let named = sequence.wrapping_sub(previous_offset);
             let mut id = next as u16;
             loop {
-                load_ahead(history, &mut ahead, id, named, sequence);
-                let (_, b) = history
-                    .get_ref(id, named)
-                    .ok_or(CodecError::MissingBaseline {
-                        object: id,
-                        sequence: named,
-                    })?;
+                let (_, b) = named_baseline(history, &mut ahead, id, named, sequence)?;
                 // Pushed as a default and then copied in place, as below: a state built in a temporary first
                 // cost more than the four flags it saves (a wide copy stalled on the stores just made).
                 let at = out.len();
@@ -1604,13 +1605,7 @@ fn read_section_entries<S: Stream, T: DeltaState>(
                 });
             }
             let named = sequence.wrapping_sub(previous_offset);
-            load_ahead(history, &mut ahead, id, named, sequence);
-            let (b_frame, b) = history
-                .get_ref(id, named)
-                .ok_or(CodecError::MissingBaseline {
-                    object: id,
-                    sequence: named,
-                })?;
+            let (b_frame, b) = named_baseline(history, &mut ahead, id, named, sequence)?;
             baseline = Some((b, b_frame, named));
         }
         let mut path = DeltaPath::Absolute;

@@ -25,9 +25,9 @@ pub const DEFAULT_JITTER_DELAY: Duration = Duration::from_millis(100);
 const DELAY_MEMORY: Duration = SPREAD_MEMORY;
 
 /// What an adaptive buffer waits beyond the measured spread of arrivals, in sender frames: a packet is played at
-/// the first step after it is due. Measured with `peer_feel --jitter-ms 25` on seeds 30-69: one frame settled
-/// contests sooner than two (p95 at most 383.1 against 423.4 ms) and showed fewer backsteps (sync figure within
-/// 10 mm on 39 seeds against 32).
+/// the first step after it is due. Measured with `peer_feel --jitter-ms 25` on seeds 30-69 (with the fifteenth
+/// session's spread window): one frame settled contests sooner than two (p95 at most 383.1 against 423.4 ms) and
+/// showed fewer backsteps (sync figure within 10 mm on 39 seeds against 32).
 const ADAPTIVE_MARGIN_FRAMES: f64 = 1.0;
 
 /// The most play time slows down (a share of real time) when the delay mapping grows, as it does when the
@@ -210,10 +210,11 @@ impl FrameJitterBuffer {
         }
     }
 
-    /// Notes when a packet of sender time `packet_time` arrived, for an adaptive delay.
+    /// Notes when a packet of sender time `packet_time` arrived (after [`SenderClock::observe`], which keeps the
+    /// fastest delay), for an adaptive delay.
     fn measure(&mut self, now: Duration, packet_time: f64) {
-        if let Some(spread) = &mut self.spread {
-            spread.observe(now, now.as_secs_f64() - packet_time);
+        if let (Some(spread), Some(fastest)) = (&mut self.spread, self.clock.delay()) {
+            spread.observe(now, packet_time, fastest);
         }
     }
 

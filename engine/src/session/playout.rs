@@ -32,8 +32,8 @@ pub struct ArrivalSpread {
     horizon: f64,
     /// The latest sender time seen (s).
     newest_sent: f64,
-    /// (local arrival, arrival minus sender time in seconds), oldest first.
-    arrivals: VecDeque<(Duration, f64)>,
+    /// (local arrival, sender time in seconds, arrival minus sender time in seconds), oldest first.
+    arrivals: VecDeque<(Duration, f64, f64)>,
     /// Reused to take the quantile without allocating per packet.
     scratch: Vec<f64>,
     /// The spread after the last arrival, once enough arrived.
@@ -49,29 +49,26 @@ impl ArrivalSpread {
         }
     }
 
-    /// Notes a packet that arrived at `now`, `delay` seconds after its sender time.
-    pub fn observe(&mut self, now: Duration, delay: f64) {
+    /// Notes a packet of sender time `sent` (s) that arrived at `now`, when the fastest arrival delay of the last
+    /// [`SPREAD_MEMORY`] is `fastest` (s; the jitter buffer's sender clock keeps it).
+    pub fn observe(&mut self, now: Duration, sent: f64, fastest: f64) {
         while self
             .arrivals
             .front()
-            .is_some_and(|&(at, _)| now.saturating_sub(at) > SPREAD_MEMORY)
+            .is_some_and(|&(at, _, _)| now.saturating_sub(at) > SPREAD_MEMORY)
         {
             self.arrivals.pop_front();
         }
-        self.arrivals.push_back((now, delay));
-        self.newest_sent = self.newest_sent.max(now.as_secs_f64() - delay);
-        let fastest = self
-            .arrivals
-            .iter()
-            .map(|&(_, d)| d)
-            .fold(f64::INFINITY, f64::min);
+        self.arrivals
+            .push_back((now, sent, now.as_secs_f64() - sent));
+        self.newest_sent = self.newest_sent.max(sent);
         let settled = self.newest_sent - self.horizon;
         self.scratch.clear();
         self.scratch.extend(
             self.arrivals
                 .iter()
-                .filter(|&&(at, d)| at.as_secs_f64() - d <= settled)
-                .map(|&(_, d)| d - fastest),
+                .filter(|&&(_, sent, _)| sent <= settled)
+                .map(|&(_, _, d)| d - fastest),
         );
         if self.scratch.len() < MIN_SAMPLES {
             self.spread = None;
@@ -95,17 +92,42 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     use super::*;
+    use crate::session::jitter::SenderClock;
+
+    /// A 60 Hz link's arrivals noted as a jitter buffer notes them: its sender clock keeps the fastest delay, the
+    /// spread the rest (a 100 ms horizon).
+    struct Measured {
+        clock: SenderClock,
+        spread: ArrivalSpread,
+    }
+
+    impl Measured {
+        fn new() -> Self {
+            Self {
+                clock: SenderClock::new(60),
+                spread: ArrivalSpread::new(Duration::from_millis(100)),
+            }
+        }
+
+        /// Frame `frame` arrived `delay` seconds after it was sent; the spread then.
+        fn arrive(&mut self, frame: u32, delay: f64) -> Option<f64> {
+            let now = Duration::from_secs_f64(f64::from(frame) / 60.0 + delay);
+            let sent = self.clock.observe(now, frame as u16);
+            let fastest = self.clock.delay().expect("a packet arrived");
+            self.spread.observe(now, sent, fastest);
+            self.spread.spread()
+        }
+    }
 
     /// Arrivals 125 ms ± `jitter` (uniform) after their frame, one a frame for `seconds`; the spread at the end.
     fn spread_of(jitter: f64, seconds: u32) -> Option<f64> {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
-        let mut spread = ArrivalSpread::new(Duration::from_millis(100));
+        let mut link = Measured::new();
+        let mut spread = None;
         for frame in 0..seconds * 60 {
-            let sent = f64::from(frame) / 60.0;
-            let delay = 0.125 + rng.random_range(-jitter..=jitter);
-            spread.observe(Duration::from_secs_f64(sent + delay), delay);
+            spread = link.arrive(frame, 0.125 + rng.random_range(-jitter..=jitter));
         }
-        spread.spread()
+        spread
     }
 
     #[test]
@@ -127,18 +149,17 @@ mod tests {
     fn a_spread_claimed_at_the_start_of_a_link_covers_its_jitter() {
         for seed in 0..20 {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            let mut arrivals: Vec<(f64, f64)> = (0..600)
+            let mut arrivals: Vec<(f64, u32, f64)> = (0..600)
                 .filter_map(|frame| {
                     let lost = rng.random_range(0.0..1.0) < 0.05;
                     let delay = 0.125 + rng.random_range(-0.05..=0.05);
-                    (!lost).then_some((f64::from(frame) / 60.0 + delay, delay))
+                    (!lost).then_some((f64::from(frame) / 60.0 + delay, frame, delay))
                 })
                 .collect();
             arrivals.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let mut spread = ArrivalSpread::new(Duration::from_millis(100));
-            for (at, delay) in arrivals {
-                spread.observe(Duration::from_secs_f64(at), delay);
-                if let Some(s) = spread.spread() {
+            let mut link = Measured::new();
+            for (at, frame, delay) in arrivals {
+                if let Some(s) = link.arrive(frame, delay) {
                     assert!(
                         s + 1.0 / 60.0 >= 0.1,
                         "seed {seed}: a spread of {s} s claimed {at} s into a ±50 ms link"
@@ -151,12 +172,16 @@ mod tests {
     #[test]
     fn no_spread_is_claimed_from_a_handful_of_arrivals() {
         let mut spread = ArrivalSpread::new(Duration::ZERO);
-        for k in 0..MIN_SAMPLES - 1 {
-            spread.observe(Duration::from_millis(k as u64 * 16), 0.1);
+        // Arrivals every 1/64 s, each 125 ms after it was sent: times exact in binary, so the spread is exactly 0.
+        let mut steady = |k: u32| {
+            let now = Duration::from_secs_f64(f64::from(k) / 64.0);
+            spread.observe(now, now.as_secs_f64() - 0.125, 0.125);
+            spread.spread()
+        };
+        for k in 0..MIN_SAMPLES as u32 - 1 {
+            assert_eq!(steady(k), None);
         }
-        assert_eq!(spread.spread(), None);
-        spread.observe(Duration::from_millis(500), 0.1);
-        assert_eq!(spread.spread(), Some(0.0));
+        assert_eq!(steady(64), Some(0.0));
     }
 
     /// A link that was steady for ten seconds turns jittery: within a second the spread covers the new jitter;
@@ -164,21 +189,17 @@ mod tests {
     #[test]
     fn the_spread_follows_a_link_that_turns_jittery_and_steady_again() {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
-        let mut spread = ArrivalSpread::new(Duration::from_millis(100));
-        let mut at = |frame: u32, jitter: f64, spread: &mut ArrivalSpread| {
-            let delay = 0.1 + rng.random_range(-jitter..=jitter);
-            spread.observe(
-                Duration::from_secs_f64(f64::from(frame) / 60.0 + delay),
-                delay,
-            );
-            spread.spread().unwrap_or(0.0)
+        let mut link = Measured::new();
+        let mut at = |frame: u32, jitter: f64, link: &mut Measured| {
+            link.arrive(frame, 0.1 + rng.random_range(-jitter..=jitter))
+                .unwrap_or(0.0)
         };
         for frame in 0..600 {
-            at(frame, 0.0, &mut spread);
+            at(frame, 0.0, &mut link);
         }
         let mut covered = None;
         for frame in 600..1200 {
-            if at(frame, 0.04, &mut spread) > 0.06 && covered.is_none() {
+            if at(frame, 0.04, &mut link) > 0.06 && covered.is_none() {
                 covered = Some(frame - 600);
             }
         }
@@ -186,7 +207,7 @@ mod tests {
         assert!(covered < 60, "covered after {covered} frames");
         let mut last = 0.0;
         for frame in 1200..1500 {
-            last = at(frame, 0.0, &mut spread);
+            last = at(frame, 0.0, &mut link);
         }
         assert!(last < 0.001, "spread {last} s once steady again");
     }
