@@ -17,7 +17,7 @@ pub mod scene_transfer;
 pub mod sim;
 pub mod udp;
 
-pub use compare::{Divergence, divergence, objects_of};
+pub use compare::{Divergence, Stillness, divergence, is_still, objects_of, settle_time};
 pub use control::{
     ControlError, ControlMessage, PEER_PROTOCOL_ID, PEER_PROTOCOL_VERSION, RejectReason,
     SceneSetup, decode_control, encode_control,

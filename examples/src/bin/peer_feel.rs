@@ -5,8 +5,9 @@
 //! free-flying objects stepping backward on peers without authority over them (all of them, and those whose
 //! received states the authority produced in free flight too: see `physync_engine::session::flight`),
 //! rendered poses snapping; every
-//! contest is timed until all four peers agree on who has the cube; and after the settle every guest is
-//! compared with the host. `--events` and `--trace` print what a peer knew when it showed a fault, and any
+//! contest is timed until all four peers agree on who has the cube; and every guest is compared with the host
+//! when the idle ends and again once every world has stood still long enough for the last return to default to
+//! reach every peer (the idle goes on for that, up to `--settle-limit-seconds`). `--events` and `--trace` print what a peer knew when it showed a fault, and any
 //! object on every peer frame by frame (how the traces in `docs/benchmark-history.md` were made).
 //!
 //! `cargo run --release -p physync-examples --bin peer_feel -- --json`
@@ -16,8 +17,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use physync_engine::session::sim::host_addr;
 use physync_engine::session::{
-    FeelFigures, FeelMeter, FlightLog, PlayerControls, SessionSim, divergence,
-    max_free_flight_backstep,
+    Divergence, FeelFigures, FeelMeter, FlightLog, PlayerControls, SessionSim, Stillness,
+    divergence, is_still, max_free_flight_backstep, settle_time,
 };
 use physync_engine::world::World;
 use physync_engine::world::avatar::Hand;
@@ -39,6 +40,10 @@ struct Args {
     /// Seconds without input after play.
     #[arg(long, default_value_t = 5.0)]
     idle_seconds: f64,
+    /// Longest the idle goes on past `--idle-seconds` for the settled reading: until every peer's world has stood
+    /// still (every object at rest, none held) for the return to default and two trips through the host.
+    #[arg(long, default_value_t = 10.0)]
+    settle_limit_seconds: f64,
     /// The conditions of every link.
     #[command(flatten)]
     link: LinkArgs,
@@ -101,6 +106,13 @@ struct Report {
     conflict_resolution_ms_p50: f64,
     conflict_resolution_ms_p95: f64,
     conflict_resolution_ms_max: f64,
+    /// Guests compared with the host when the idle ended, before the settled reading.
+    authority_mismatches_at_idle_end: usize,
+    holder_mismatches_at_idle_end: usize,
+    /// Seconds the idle went on past `--idle-seconds` until the settled reading, and whether every world had
+    /// stood still long enough by then (false: read at `--settle-limit-seconds`).
+    settle_extra_seconds: f64,
+    settled: bool,
     authority_mismatches_after_settle: usize,
     holder_mismatches_after_settle: usize,
     max_divergence_mm_after_settle: f64,
@@ -124,6 +136,25 @@ fn agreed(sim: &Sim, id: ObjectId) -> bool {
     let host = who(sim.host().world(), id);
     sim.guests()
         .all(|(_, g)| g.world().is_some_and(|w| who(w, id) == host))
+}
+
+/// Every guest compared with the host: mismatches summed, the largest distance.
+fn compare_guests(sim: &Sim) -> Divergence {
+    let host_world = sim.host().world();
+    sim.guests()
+        .filter_map(|(_, g)| g.world())
+        .map(|w| divergence(host_world, w))
+        .fold(Divergence::default(), |a, d| Divergence {
+            max_position_m: a.max_position_m.max(d.max_position_m),
+            max_rotation_rad: a.max_rotation_rad.max(d.max_rotation_rad),
+            authority_mismatches: a.authority_mismatches + d.authority_mismatches,
+            holder_mismatches: a.holder_mismatches + d.holder_mismatches,
+        })
+}
+
+/// Whether every peer's world stands still.
+fn all_still(sim: &Sim) -> bool {
+    is_still(sim.host().world()) && sim.guests().all(|(_, g)| g.world().is_some_and(is_still))
 }
 
 /// Prints the `--trace` objects of one peer's world (peer 0 is the host) after a step.
@@ -212,11 +243,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let frame = Duration::from_secs(1) / 60;
     let play = Duration::from_secs_f64(args.seconds);
-    let end = play + Duration::from_secs_f64(args.idle_seconds);
+    let idle_end = play + Duration::from_secs_f64(args.idle_seconds);
+    let limit = idle_end + Duration::from_secs_f64(args.settle_limit_seconds);
+    // The longest one-way trip of a frame: half the round trip, the jitter, and the jitter buffer's play-out.
+    let trip =
+        Duration::from_millis(args.link.rtt_ms / 2 + args.link.jitter_ms + args.jitter_delay_ms);
+    let quiet = settle_time(60, trip);
+    let mut stillness = Stillness::new();
+    let mut at_idle_end = None;
     let mut released = false;
     let mut guest_jitter_delay_ms = Vec::new();
-    while sim.now() < end {
-        let until = (sim.now() + frame).min(end);
+    loop {
+        if sim.now() >= idle_end {
+            at_idle_end.get_or_insert_with(|| compare_guests(&sim));
+            if stillness.still_for(sim.now()) >= quiet || sim.now() >= limit {
+                break;
+            }
+        }
+        let until = sim.now() + frame;
+        let until = if until > idle_end && sim.now() < idle_end {
+            idle_end
+        } else {
+            until.min(limit)
+        };
         let playing = until <= play;
         sim.run_until(
             until,
@@ -269,6 +318,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 *done = Some(sim.now().saturating_sub(*first).as_secs_f64() * 1000.0);
             }
         }
+        stillness.observe(sim.now(), all_still(&sim));
     }
 
     if args.events {
@@ -280,15 +330,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let host_world = sim.host().world();
-    let (mut authority_mismatches, mut holder_mismatches, mut max_mm) = (0, 0, 0.0f64);
-    for (_, g) in sim.guests() {
-        let Some(world) = g.world() else { continue };
-        let d = divergence(host_world, world);
-        authority_mismatches += d.authority_mismatches;
-        holder_mismatches += d.holder_mismatches;
-        max_mm = max_mm.max(f64::from(d.max_position_m) * 1000.0);
-    }
+    let settled_reading = compare_guests(&sim);
+    let at_idle_end = at_idle_end.unwrap_or(settled_reading);
     let figures = guest_meters
         .iter()
         .fold(host_meter.figures(), |f, m| f.merge(m.figures()));
@@ -300,7 +343,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let contests = duel.rounds().iter().filter(|r| r.contested()).count();
     let mut times: Vec<f64> = resolved.iter().flatten().copied().collect();
     times.sort_by(f64::total_cmp);
-    let minutes = end.as_secs_f64() / 60.0;
+    let minutes = sim.now().as_secs_f64() / 60.0;
     let all_bots = bots.iter().chain(std::iter::once(&host_bot));
     let c = sim.host().counters();
     let guest_drops: u64 = sim.guests().map(|(_, g)| g.drops().malformed).sum();
@@ -340,9 +383,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         conflict_resolution_ms_p50: percentile(&times, 0.5),
         conflict_resolution_ms_p95: percentile(&times, 0.95),
         conflict_resolution_ms_max: times.last().copied().unwrap_or(0.0),
-        authority_mismatches_after_settle: authority_mismatches,
-        holder_mismatches_after_settle: holder_mismatches,
-        max_divergence_mm_after_settle: max_mm,
+        authority_mismatches_at_idle_end: at_idle_end.authority_mismatches,
+        holder_mismatches_at_idle_end: at_idle_end.holder_mismatches,
+        settle_extra_seconds: sim.now().saturating_sub(idle_end).as_secs_f64(),
+        settled: stillness.still_for(sim.now()) >= quiet,
+        authority_mismatches_after_settle: settled_reading.authority_mismatches,
+        holder_mismatches_after_settle: settled_reading.holder_mismatches,
+        max_divergence_mm_after_settle: f64::from(settled_reading.max_position_m) * 1000.0,
         bad_updates: c.bad_updates.total(),
         dropped_datagrams: c.drops.total() + guest_drops,
         wall_seconds: wall.elapsed().as_secs_f64(),
