@@ -379,11 +379,17 @@ fn body_residual<S: Stream>(
         // A body pushed off its predicted path shows it in both its position and its velocity residual, with the
         // same sign: each velocity component is coded under a context of the position residual on its axis.
         let linear = if S::CONTEXTS {
-            let moved = [0, 1, 2].map(|i| i64::from(b.position[i]) - i64::from(r.position[i]));
+            // Spelled out, as in `Motion::between`.
+            let moved = |i: usize| i64::from(b.position[i]) - i64::from(r.position[i]);
+            let (x, y, z) = (moved(0), moved(1), moved(2));
             VecCtx {
                 bucket: LINEAR_BUCKET_BY_POSITION
-                    [magnitude_class(moved.iter().map(|d| d.abs()).max().unwrap_or(0))],
-                axes: moved.map(|d| LINEAR_BY_POSITION[signed_class(d)]),
+                    [magnitude_class(x.abs().max(y.abs()).max(z.abs()))],
+                axes: [
+                    LINEAR_BY_POSITION[signed_class(x)],
+                    LINEAR_BY_POSITION[signed_class(y)],
+                    LINEAR_BY_POSITION[signed_class(z)],
+                ],
             }
         } else {
             LINEAR
@@ -904,22 +910,27 @@ struct Motion {
 impl Motion {
     #[inline]
     fn between(baseline: &BodyState, prediction: &BodyState) -> Self {
+        // The three-element arrays spelled out rather than built with `array::map`, which stayed out of line (a
+        // call per array of every changed body, coded or read).
         let step = |a: i32, b: i32| step_class(i64::from(a) - i64::from(b));
-        let position = [0, 1, 2].map(|i| step(prediction.position[i], baseline.position[i]));
-        let position_back = [0, 1, 2].map(|i| prediction.position[i] < baseline.position[i]);
+        let (p, pb) = (&prediction.position, &baseline.position);
+        let position = [step(p[0], pb[0]), step(p[1], pb[1]), step(p[2], pb[2])];
+        let position_back = [p[0] < pb[0], p[1] < pb[1], p[2] < pb[2]];
         let same = prediction.rotation.largest == baseline.rotation.largest;
+        let (r, rb) = (
+            &prediction.rotation.components,
+            &baseline.rotation.components,
+        );
         let rotation = if same {
-            [0, 1, 2].map(|i| {
-                step(
-                    prediction.rotation.components[i],
-                    baseline.rotation.components[i],
-                )
-            })
+            [step(r[0], rb[0]), step(r[1], rb[1]), step(r[2], rb[2])]
         } else {
             [MOTION_STEPS - 1; 3]
         };
-        let rotation_back = [0, 1, 2]
-            .map(|i| same && prediction.rotation.components[i] < baseline.rotation.components[i]);
+        let rotation_back = [
+            same && r[0] < rb[0],
+            same && r[1] < rb[1],
+            same && r[2] < rb[2],
+        ];
         Self {
             position,
             rotation,
@@ -961,9 +972,14 @@ impl Motion {
             0 => ROTATION_BUCKET_BY_STEP[top],
             p => ROTATION_BUCKET_BY_STEP_AND_POSITION[top][(p - 1).min(2)],
         };
+        let [a, b, c] = self.rotation;
         VecCtx {
             bucket,
-            axes: self.rotation.map(|c| ROTATION_BY_STEP[c]),
+            axes: [
+                ROTATION_BY_STEP[a],
+                ROTATION_BY_STEP[b],
+                ROTATION_BY_STEP[c],
+            ],
         }
     }
 }
