@@ -660,6 +660,7 @@ impl ArithWriteStream {
             models: &self.models,
             table: price_table(),
             price: 0,
+            limit: u32::MAX,
         }
     }
 
@@ -945,12 +946,29 @@ pub struct ArithPricing<'a> {
     models: &'a Models,
     table: &'a PriceTable,
     price: u32,
+    /// The price at which pricing gives up (see [`ArithPricing::stopping_at`]).
+    limit: u32,
 }
 
 impl<'a> ArithPricing<'a> {
     /// Bits priced so far.
     pub fn priced_bits(&self) -> f64 {
         f64::from(self.price) / PRICE_SCALE
+    }
+
+    /// What has been priced so far, in units of `1 / PRICE_SCALE` bits: [`ArithPricing::priced_bits`] as an
+    /// integer, to compare with another pricing's exactly.
+    pub fn price(&self) -> u32 {
+        self.price
+    }
+
+    /// This pricer, told to give up once its price reaches `limit` ([`ArithPricing::price`] units): from then on a
+    /// wide value priced fails with [`CodecError::Overflow`], which ends the walk. A price only grows, so a path
+    /// priced against the price of a cheaper one already priced stops where it can no longer undercut it, instead
+    /// of being priced to its end. The limit is checked after wide values only (the ones that cost several
+    /// decisions): a check after every flag cost more than the walks it cut short.
+    pub fn stopping_at(self, limit: u32) -> Self {
+        Self { limit, ..self }
     }
 
     /// The models the stream would code `part` of `ctx`'s block with, the block whole: the models themselves if
@@ -1011,7 +1029,15 @@ impl Stream for ArithPricing<'_> {
     #[inline(always)]
     fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
         check_range(ctx, i64::from(*value), min, max)?;
-        walk_value(self, ctx, i64::from(*value), i64::from(min), i64::from(max));
+        let (value, min, max) = (i64::from(*value), i64::from(min), i64::from(max));
+        if max - min <= SMALL_SPAN {
+            walk_value(self, ctx, value, min, max);
+            return Ok(());
+        }
+        walk_wide_value(self, ctx, value, min, max);
+        if self.price >= self.limit {
+            return Err(CodecError::Overflow);
+        }
         Ok(())
     }
 
