@@ -535,14 +535,14 @@ const AT_REST_BY_STEP: [Ctx; MOTION_STEPS] = [
 /// to 16, 2 up to 64, 3 beyond.
 #[inline]
 fn largest_margin_class(quant: &QuantConfig, r: &QuantizedRotation) -> usize {
-    let q = rotation_full(quant, r);
-    let largest = usize::from(r.largest & 3);
-    let next = (0..4)
-        .filter(|&i| i != largest)
-        .map(|i| q[i].abs())
-        .max()
-        .unwrap_or(0);
-    match q[largest].abs() - next {
+    // The components of `rotation_full` other than the largest are the three sent; spelled out rather than a
+    // filtered iterator over the four, which stayed out of line (a call per changed body coded, priced or read).
+    let [a, b, c] = r.components;
+    let next = i64::from(a)
+        .abs()
+        .max(i64::from(b).abs())
+        .max(i64::from(c).abs());
+    match dropped_component(quant, r).abs() - next {
         ..=4 => 0,
         5..=16 => 1,
         17..=64 => 2,
@@ -757,18 +757,7 @@ fn extrapolate_pose(
 /// into every component: 0.09 bits a changed cube on the katamari ladder's pose-only rung).
 #[inline]
 fn rotation_full(quant: &QuantConfig, r: &QuantizedRotation) -> [i64; 4] {
-    let max = i64::from(quant.rotation.max_component());
-    let sum: i64 = r
-        .components
-        .iter()
-        .map(|&c| i64::from(c) * i64::from(c))
-        .sum();
-    let square = (2 * max * max - sum).max(0);
-    // The predictor's integer root: exact like the standard library's, at a fraction of its cost.
-    let mut dropped = crate::predict::isqrt(square as u64) as i64;
-    if (dropped + 1) * (dropped + 1) - square < square - dropped * dropped {
-        dropped += 1;
-    }
+    let dropped = dropped_component(quant, r);
     let mut q = [0i64; 4];
     let mut k = 0;
     for (i, slot) in q.iter_mut().enumerate() {
@@ -780,6 +769,22 @@ fn rotation_full(quant: &QuantConfig, r: &QuantizedRotation) -> [i64; 4] {
         }
     }
     q
+}
+
+/// The component a smallest-three rotation leaves out, rebuilt as [`rotation_full`] does: `√(2·max² − Σc²)`
+/// rounded to the nearest integer.
+#[inline]
+fn dropped_component(quant: &QuantConfig, r: &QuantizedRotation) -> i64 {
+    let max = i64::from(quant.rotation.max_component());
+    let [a, b, c] = r.components;
+    let (a, b, c) = (i64::from(a), i64::from(b), i64::from(c));
+    let square = (2 * max * max - (a * a + b * b + c * c)).max(0);
+    // The predictor's integer root: exact like the standard library's, at a fraction of its cost.
+    let mut dropped = crate::predict::isqrt(square as u64) as i64;
+    if (dropped + 1) * (dropped + 1) - square < square - dropped * dropped {
+        dropped += 1;
+    }
+    dropped
 }
 
 /// `n / d` rounded to nearest, halves away from zero (`d > 0`).
@@ -1389,14 +1394,14 @@ impl DeltaState for ObjectState {
     #[inline]
     fn motion_class(&self) -> usize {
         let b = &self.body;
+        // Spelled out rather than a chained iterator, which stayed out of line (a call per entry coded or read
+        // under contexts, unchanged ones included).
+        let slow = |v: &[i32; 3]| {
+            v[0].abs() < SLOW_VELOCITY && v[1].abs() < SLOW_VELOCITY && v[2].abs() < SLOW_VELOCITY
+        };
         if b.at_rest {
             0
-        } else if b
-            .linear_velocity
-            .iter()
-            .chain(&b.angular_velocity)
-            .all(|v| v.abs() < SLOW_VELOCITY)
-        {
+        } else if slow(&b.linear_velocity) && slow(&b.angular_velocity) {
             1
         } else {
             2
@@ -2013,6 +2018,44 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_largest_margin_is_taken_from_the_whole_rotation() {
+        // The margin class from the three components sent and the rebuilt one, against the class worked out from
+        // the whole rotation (`rotation_full`, the largest against the next largest of the other three), over a
+        // sweep of component triples and every slot of the largest.
+        let quant = QuantConfig::default();
+        let mut classes = [0usize; 4];
+        for largest in 0..4u8 {
+            for a in (-255..=255).step_by(7) {
+                for b in (-255..=255).step_by(11) {
+                    for c in (-255..=255).step_by(13) {
+                        let r = QuantizedRotation {
+                            largest,
+                            components: [a, b, c],
+                        };
+                        let q = rotation_full(&quant, &r);
+                        let top = usize::from(largest);
+                        let next = (0..4)
+                            .filter(|&i| i != top)
+                            .map(|i| q[i].abs())
+                            .max()
+                            .unwrap_or(0);
+                        let expected = match q[top].abs() - next {
+                            ..=4 => 0,
+                            5..=16 => 1,
+                            17..=64 => 2,
+                            _ => 3,
+                        };
+                        let class = largest_margin_class(&quant, &r);
+                        assert_eq!(class, expected, "{r:?}");
+                        classes[class] += 1;
+                    }
+                }
+            }
+        }
+        assert!(classes.iter().all(|&n| n > 100), "{classes:?}");
     }
 
     #[test]
