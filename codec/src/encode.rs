@@ -602,6 +602,63 @@ fn rotation_absolute_bits(quant: &QuantConfig, r: &QuantizedRotation) -> Option<
 /// Bits [`body_residual`] writes, or `None` when it fails: the same checks, in arithmetic.
 #[inline]
 fn body_residual_bits(config: &StateConfig, b: &BodyState, r: &BodyState) -> Option<u64> {
+    body_fits(config, b)
+        .then(|| body_residual_bits_fitting(config, b, r))
+        .flatten()
+}
+
+/// Whether `b` is a body [`body_residual`] can write against any reference: its fields inside the quantizer's
+/// bounds, and no velocities on a pose-only link. What [`body_residual_bits`] checks of the value alone, checked
+/// once when the encoder sizes a body against both its prediction and its baseline.
+#[inline]
+fn body_fits(config: &StateConfig, b: &BodyState) -> bool {
+    let quant = &config.quant;
+    let max = quant.rotation.max_component();
+    let [x, y, z] = b.rotation.components;
+    let velocities_fit = if config.pose_only {
+        b.has_no_velocity()
+    } else {
+        b.at_rest
+            || (quant.linear_velocity.contains(b.linear_velocity)
+                && quant.angular_velocity.contains(b.angular_velocity))
+    };
+    velocities_fit
+        && quant.position.contains(b.position)
+        && (-max..=max).contains(&x)
+        && (-max..=max).contains(&y)
+        && (-max..=max).contains(&z)
+}
+
+/// [`body_residual_bits`] of a body [`body_fits`]: the residual's tags and bucketed components against `r`, or
+/// `None` when one lies beyond its largest bucket.
+#[inline(always)]
+fn body_residual_bits_fitting(config: &StateConfig, b: &BodyState, r: &BodyState) -> Option<u64> {
+    let quant = &config.quant;
+    let mut bits = 2 + vec_residual_bits(POSITION_BUCKETS, &b.position, &r.position)?;
+    if b.rotation.largest == r.rotation.largest {
+        bits += vec_residual_bits(
+            ROTATION_BUCKETS,
+            &b.rotation.components,
+            &r.rotation.components,
+        )?;
+    } else {
+        if b.rotation.largest > 3 {
+            return None;
+        }
+        let turned = rotation_as(quant, &r.rotation, b.rotation.largest);
+        bits += 2 + vec_residual_bits(turned_buckets(quant), &b.rotation.components, &turned)?;
+    }
+    if !b.at_rest && !config.pose_only {
+        bits += vec_residual_bits(LINEAR_BUCKETS, &b.linear_velocity, &r.linear_velocity)?;
+        bits += vec_residual_bits(ANGULAR_BUCKETS, &b.angular_velocity, &r.angular_velocity)?;
+    }
+    Some(bits)
+}
+
+/// The general form of [`body_residual_bits`], check by check in the order the writer meets them: what the tests
+/// compare [`body_fits`] and [`body_residual_bits_fitting`] with.
+#[cfg(test)]
+fn body_residual_bits_in_order(config: &StateConfig, b: &BodyState, r: &BodyState) -> Option<u64> {
     let quant = &config.quant;
     if config.pose_only && !b.has_no_velocity() {
         return None;
@@ -648,6 +705,15 @@ fn body_residual_bits(config: &StateConfig, b: &BodyState, r: &BodyState) -> Opt
         }
     }
     Some(bits)
+}
+
+/// Bits [`meta_residual`] writes: the changed flag, and the three fields when they changed.
+#[inline(always)]
+fn meta_residual_bits(value: &ObjectState, reference: &ObjectState) -> u64 {
+    let changed = value.authority != reference.authority
+        || value.authority_seq != reference.authority_seq
+        || value.ownership_seq != reference.ownership_seq;
+    1 + if changed { META_BITS } else { 0 }
 }
 
 /// Bits [`body_absolute`] writes, or `None` when it fails.
@@ -1532,11 +1598,30 @@ impl DeltaState for ObjectState {
 
     #[inline]
     fn residual_bits(config: &StateConfig, value: &Self, reference: &Self) -> Option<u64> {
-        let changed = value.authority != reference.authority
-            || value.authority_seq != reference.authority_seq
-            || value.ownership_seq != reference.ownership_seq;
-        let meta = 1 + if changed { META_BITS } else { 0 };
-        Some(body_residual_bits(config, &value.body, &reference.body)? + meta)
+        Some(
+            body_residual_bits(config, &value.body, &reference.body)?
+                + meta_residual_bits(value, reference),
+        )
+    }
+
+    /// The body's bounds checked once for both references (see [`body_fits`]).
+    #[inline]
+    fn residual_bits_both(
+        config: &StateConfig,
+        value: &Self,
+        prediction: &Self,
+        baseline: &Self,
+    ) -> (Option<u64>, Option<u64>) {
+        if !body_fits(config, &value.body) {
+            return (None, None);
+        }
+        let against = |reference: &Self| {
+            Some(
+                body_residual_bits_fitting(config, &value.body, &reference.body)?
+                    + meta_residual_bits(value, reference),
+            )
+        };
+        (against(prediction), against(baseline))
     }
 
     #[inline]
@@ -2362,6 +2447,49 @@ mod tests {
             odd.body.angular_velocity[2] = wild[2];
             sizes_agree(&config, &odd, &base)?;
             sizes_agree(&config, &value, &base)?;
+        }
+
+        #[test]
+        fn bodies_sized_against_both_references_at_once_size_as_one_by_one(
+            base in object(),
+            value in object(),
+            noise in prop::array::uniform9(-300i32..300),
+            spread in 0i32..300,
+            wild in prop::array::uniform3(-40000i32..40000),
+            largest in 0u8..6,
+            odd_field in 0usize..6,
+            pose_only in any::<bool>(),
+        ) {
+            // Near and far references (a nudged copy, another body), states no quantizer makes (one field past its
+            // bounds, or the largest component out of range), full-state and pose-only links: the body's checks
+            // split out (body_fits) and its residual sized after them give what the checks in the writer's order
+            // give, and both references sized at once give the two sizes one by one.
+            let config = StateConfig { pose_only, ..StateConfig::default() };
+            let near = nudge(&value, noise, spread, false);
+            let mut odd = value;
+            match odd_field {
+                0 => odd.body.position[0] = wild[0],
+                1 => odd.body.rotation.components[1] = wild[1] / 64,
+                2 => odd.body.rotation.largest = largest,
+                3 => odd.body.linear_velocity[2] = wild[2],
+                4 => odd.body.angular_velocity[0] = wild[0],
+                _ => {}
+            }
+            for v in [&value, &odd, &near] {
+                for (p, b) in [(&near, &base), (&base, &near), (&odd, &value), (&value, &base)] {
+                    prop_assert_eq!(
+                        body_residual_bits(&config, &v.body, &p.body),
+                        body_residual_bits_in_order(&config, &v.body, &p.body)
+                    );
+                    prop_assert_eq!(
+                        ObjectState::residual_bits_both(&config, v, p, b),
+                        (
+                            ObjectState::residual_bits(&config, v, p),
+                            ObjectState::residual_bits(&config, v, b)
+                        )
+                    );
+                }
+            }
         }
 
         #[test]
