@@ -660,6 +660,7 @@ impl ArithWriteStream {
             models: &self.models,
             table: price_table(),
             price: 0,
+            limit: u32::MAX,
         }
     }
 
@@ -698,15 +699,47 @@ impl ArithWriteStream {
         self.enc.encode_direct(value, bits);
     }
 
-    /// Codes `value` in `min..=max` ([`walk_value`]; a wide value without a tally through [`Self::wide_value`]).
+    /// Codes `value` in `min..=max` ([`walk_value`]; without a tally through [`Self::small_value`] or
+    /// [`Self::wide_value`]).
     #[inline(always)]
     fn value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
         self.name(ctx);
-        if max - min > SMALL_SPAN && self.costs.is_none() {
-            self.wide_value(ctx, value, min, max);
+        if self.costs.is_none() {
+            if max - min > SMALL_SPAN {
+                self.wide_value(ctx, value, min, max);
+            } else {
+                self.small_value(ctx, value, min, max);
+            }
             return;
         }
         walk_value(self, ctx, value, min, max);
+    }
+
+    /// Codes a value in `min..=max`, a range of at most 16 values, with the decisions [`walk_value`] makes: its
+    /// tree's models reset up front if unused, the block borrowed once, and the coder's registers in locals across
+    /// the tree's decisions (see [`RangeEncoder::registers`]), as [`Self::wide_value`] codes a wider value. Not
+    /// for a stream tallying costs.
+    #[inline(always)]
+    fn small_value(&mut self, ctx: Ctx, value: i64, min: i64, max: i64) {
+        let x = (value - min) as u32;
+        let levels = bit_length((max - min) as u64);
+        let block = self.models.small(ctx, levels);
+        let Some(models) = self.models.probs.get_mut(block..block + PER_CTX) else {
+            return;
+        };
+        let enc = &mut self.enc;
+        let mut r = enc.registers();
+        let mut node = 1usize;
+        for i in (0..levels).rev() {
+            let b = (x >> i) & 1 != 0;
+            if let Some(model) = models.get_mut(SMALL + tree_slot(levels, node)) {
+                let word = *model;
+                enc.decision_in(&mut r, word & PROB_MASK, b);
+                *model = adapt_model(word, b);
+            }
+            node = node * 2 + usize::from(b);
+        }
+        enc.set_registers(r);
     }
 
     /// Codes a value in `min..=max`, a range of more than 16 values, with the decisions [`walk_wide_value`] makes:
@@ -945,12 +978,29 @@ pub struct ArithPricing<'a> {
     models: &'a Models,
     table: &'a PriceTable,
     price: u32,
+    /// The price at which pricing gives up (see [`ArithPricing::stopping_at`]).
+    limit: u32,
 }
 
 impl<'a> ArithPricing<'a> {
     /// Bits priced so far.
     pub fn priced_bits(&self) -> f64 {
         f64::from(self.price) / PRICE_SCALE
+    }
+
+    /// What has been priced so far, in units of `1 / PRICE_SCALE` bits: [`ArithPricing::priced_bits`] as an
+    /// integer, to compare with another pricing's exactly.
+    pub fn price(&self) -> u32 {
+        self.price
+    }
+
+    /// This pricer, told to give up once its price reaches `limit` ([`ArithPricing::price`] units): from then on a
+    /// wide value priced fails with [`CodecError::Overflow`], which ends the walk. A price only grows, so a path
+    /// priced against the price of a cheaper one already priced stops where it can no longer undercut it, instead
+    /// of being priced to its end. The limit is checked after wide values only (the ones that cost several
+    /// decisions): a check after every flag cost more than the walks it cut short.
+    pub fn stopping_at(self, limit: u32) -> Self {
+        Self { limit, ..self }
     }
 
     /// The models the stream would code `part` of `ctx`'s block with, the block whole: the models themselves if
@@ -1011,7 +1061,15 @@ impl Stream for ArithPricing<'_> {
     #[inline(always)]
     fn int(&mut self, ctx: Ctx, value: &mut i32, min: i32, max: i32) -> Result<(), CodecError> {
         check_range(ctx, i64::from(*value), min, max)?;
-        walk_value(self, ctx, i64::from(*value), i64::from(min), i64::from(max));
+        let (value, min, max) = (i64::from(*value), i64::from(min), i64::from(max));
+        if max - min <= SMALL_SPAN {
+            walk_value(self, ctx, value, min, max);
+            return Ok(());
+        }
+        walk_wide_value(self, ctx, value, min, max);
+        if self.price >= self.limit {
+            return Err(CodecError::Overflow);
+        }
         Ok(())
     }
 
@@ -1107,9 +1165,28 @@ impl<'a> ArithReadStream<'a> {
             let levels = bit_length((max - min) as u64);
             let c = self.models.small(ctx, levels);
             let mut node = 1usize;
-            for _ in 0..levels {
-                let b = self.bit(c + SMALL + tree_slot(levels, node))?;
-                node = node * 2 + usize::from(b);
+            if self.costs.is_none() {
+                // As a wide value's decisions are decoded: on a local copy of the decoder, the block borrowed once.
+                let block = block_at(&mut self.models.probs, c)?;
+                let mut dec = self.dec;
+                let mut decoded = Ok(());
+                for _ in 0..levels {
+                    let offset = SMALL + tree_slot(levels, node);
+                    match decide_in::<false>(&mut dec, block, c, offset, &mut None) {
+                        Ok(b) => node = node * 2 + usize::from(b),
+                        Err(e) => {
+                            decoded = Err(e);
+                            break;
+                        }
+                    }
+                }
+                self.dec = dec;
+                decoded?;
+            } else {
+                for _ in 0..levels {
+                    let b = self.bit(c + SMALL + tree_slot(levels, node))?;
+                    node = node * 2 + usize::from(b);
+                }
             }
             let v = min + (node - (1 << levels)) as i64;
             if v > max {
@@ -1332,8 +1409,13 @@ mod tests {
     /// costs, when it walks [`walk_wide_value`] as the pricer does: the two must make the same decisions (the same
     /// bytes), and the reader must read them back, tallying or not.
     #[test]
-    fn a_wide_value_codes_alike_with_and_without_a_tally() {
+    fn a_value_codes_alike_with_and_without_a_tally() {
         let ranges = [
+            (0, 1),
+            (0, 3),
+            (-7, 7),
+            (0, 15),
+            (-2, 9),
             (-15, 15),
             (-255, 255),
             (-8191, 8191),

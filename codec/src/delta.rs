@@ -250,6 +250,22 @@ pub trait DeltaState: Copy + PartialEq + Default {
         Some(m.bits_counted())
     }
 
+    /// [`DeltaState::residual_bits`] of `value` against `prediction` and against `baseline`: the two sizes the
+    /// encoder's plan takes for every changed entry that has a prediction. A type may size both at once, checking
+    /// what depends on `value` alone once; an override must give exactly the two sizes.
+    #[inline]
+    fn residual_bits_both(
+        config: &Self::Config,
+        value: &Self,
+        prediction: &Self,
+        baseline: &Self,
+    ) -> (Option<u64>, Option<u64>) {
+        (
+            Self::residual_bits(config, value, prediction),
+            Self::residual_bits(config, value, baseline),
+        )
+    }
+
     /// Bits [`DeltaState::serialize_absolute`] writes with the bit-packing back end, or `None` when writing it
     /// fails; overriding it follows the rules of [`DeltaState::residual_bits`].
     #[inline]
@@ -359,9 +375,11 @@ pub(crate) fn plan_with_residual_gap<T: DeltaState>(
             });
         }
     };
-    let against_prediction = prediction.and_then(|p| T::residual_bits(config, value, p));
+    let (against_prediction, against_baseline) = match prediction {
+        Some(p) => T::residual_bits_both(config, value, p, base),
+        None => (None, T::residual_bits(config, value, base)),
+    };
     consider(&mut best, DeltaPath::PredictionError, against_prediction);
-    let against_baseline = T::residual_bits(config, value, base);
     consider(&mut best, DeltaPath::Delta, against_baseline);
     let gap = against_prediction
         .zip(against_baseline)

@@ -379,11 +379,17 @@ fn body_residual<S: Stream>(
         // A body pushed off its predicted path shows it in both its position and its velocity residual, with the
         // same sign: each velocity component is coded under a context of the position residual on its axis.
         let linear = if S::CONTEXTS {
-            let moved = [0, 1, 2].map(|i| i64::from(b.position[i]) - i64::from(r.position[i]));
+            // Spelled out, as in `Motion::between`.
+            let moved = |i: usize| i64::from(b.position[i]) - i64::from(r.position[i]);
+            let (x, y, z) = (moved(0), moved(1), moved(2));
             VecCtx {
                 bucket: LINEAR_BUCKET_BY_POSITION
-                    [magnitude_class(moved.iter().map(|d| d.abs()).max().unwrap_or(0))],
-                axes: moved.map(|d| LINEAR_BY_POSITION[signed_class(d)]),
+                    [magnitude_class(x.abs().max(y.abs()).max(z.abs()))],
+                axes: [
+                    LINEAR_BY_POSITION[signed_class(x)],
+                    LINEAR_BY_POSITION[signed_class(y)],
+                    LINEAR_BY_POSITION[signed_class(z)],
+                ],
             }
         } else {
             LINEAR
@@ -529,14 +535,14 @@ const AT_REST_BY_STEP: [Ctx; MOTION_STEPS] = [
 /// to 16, 2 up to 64, 3 beyond.
 #[inline]
 fn largest_margin_class(quant: &QuantConfig, r: &QuantizedRotation) -> usize {
-    let q = rotation_full(quant, r);
-    let largest = usize::from(r.largest & 3);
-    let next = (0..4)
-        .filter(|&i| i != largest)
-        .map(|i| q[i].abs())
-        .max()
-        .unwrap_or(0);
-    match q[largest].abs() - next {
+    // The components of `rotation_full` other than the largest are the three sent; spelled out rather than a
+    // filtered iterator over the four, which stayed out of line (a call per changed body coded, priced or read).
+    let [a, b, c] = r.components;
+    let next = i64::from(a)
+        .abs()
+        .max(i64::from(b).abs())
+        .max(i64::from(c).abs());
+    match dropped_component(quant, r).abs() - next {
         ..=4 => 0,
         5..=16 => 1,
         17..=64 => 2,
@@ -596,6 +602,63 @@ fn rotation_absolute_bits(quant: &QuantConfig, r: &QuantizedRotation) -> Option<
 /// Bits [`body_residual`] writes, or `None` when it fails: the same checks, in arithmetic.
 #[inline]
 fn body_residual_bits(config: &StateConfig, b: &BodyState, r: &BodyState) -> Option<u64> {
+    body_fits(config, b)
+        .then(|| body_residual_bits_fitting(config, b, r))
+        .flatten()
+}
+
+/// Whether `b` is a body [`body_residual`] can write against any reference: its fields inside the quantizer's
+/// bounds, and no velocities on a pose-only link. What [`body_residual_bits`] checks of the value alone, checked
+/// once when the encoder sizes a body against both its prediction and its baseline.
+#[inline]
+fn body_fits(config: &StateConfig, b: &BodyState) -> bool {
+    let quant = &config.quant;
+    let max = quant.rotation.max_component();
+    let [x, y, z] = b.rotation.components;
+    let velocities_fit = if config.pose_only {
+        b.has_no_velocity()
+    } else {
+        b.at_rest
+            || (quant.linear_velocity.contains(b.linear_velocity)
+                && quant.angular_velocity.contains(b.angular_velocity))
+    };
+    velocities_fit
+        && quant.position.contains(b.position)
+        && (-max..=max).contains(&x)
+        && (-max..=max).contains(&y)
+        && (-max..=max).contains(&z)
+}
+
+/// [`body_residual_bits`] of a body [`body_fits`]: the residual's tags and bucketed components against `r`, or
+/// `None` when one lies beyond its largest bucket.
+#[inline(always)]
+fn body_residual_bits_fitting(config: &StateConfig, b: &BodyState, r: &BodyState) -> Option<u64> {
+    let quant = &config.quant;
+    let mut bits = 2 + vec_residual_bits(POSITION_BUCKETS, &b.position, &r.position)?;
+    if b.rotation.largest == r.rotation.largest {
+        bits += vec_residual_bits(
+            ROTATION_BUCKETS,
+            &b.rotation.components,
+            &r.rotation.components,
+        )?;
+    } else {
+        if b.rotation.largest > 3 {
+            return None;
+        }
+        let turned = rotation_as(quant, &r.rotation, b.rotation.largest);
+        bits += 2 + vec_residual_bits(turned_buckets(quant), &b.rotation.components, &turned)?;
+    }
+    if !b.at_rest && !config.pose_only {
+        bits += vec_residual_bits(LINEAR_BUCKETS, &b.linear_velocity, &r.linear_velocity)?;
+        bits += vec_residual_bits(ANGULAR_BUCKETS, &b.angular_velocity, &r.angular_velocity)?;
+    }
+    Some(bits)
+}
+
+/// The general form of [`body_residual_bits`], check by check in the order the writer meets them: what the tests
+/// compare [`body_fits`] and [`body_residual_bits_fitting`] with.
+#[cfg(test)]
+fn body_residual_bits_in_order(config: &StateConfig, b: &BodyState, r: &BodyState) -> Option<u64> {
     let quant = &config.quant;
     if config.pose_only && !b.has_no_velocity() {
         return None;
@@ -642,6 +705,15 @@ fn body_residual_bits(config: &StateConfig, b: &BodyState, r: &BodyState) -> Opt
         }
     }
     Some(bits)
+}
+
+/// Bits [`meta_residual`] writes: the changed flag, and the three fields when they changed.
+#[inline(always)]
+fn meta_residual_bits(value: &ObjectState, reference: &ObjectState) -> u64 {
+    let changed = value.authority != reference.authority
+        || value.authority_seq != reference.authority_seq
+        || value.ownership_seq != reference.ownership_seq;
+    1 + if changed { META_BITS } else { 0 }
 }
 
 /// Bits [`body_absolute`] writes, or `None` when it fails.
@@ -751,18 +823,7 @@ fn extrapolate_pose(
 /// into every component: 0.09 bits a changed cube on the katamari ladder's pose-only rung).
 #[inline]
 fn rotation_full(quant: &QuantConfig, r: &QuantizedRotation) -> [i64; 4] {
-    let max = i64::from(quant.rotation.max_component());
-    let sum: i64 = r
-        .components
-        .iter()
-        .map(|&c| i64::from(c) * i64::from(c))
-        .sum();
-    let square = (2 * max * max - sum).max(0);
-    // The predictor's integer root: exact like the standard library's, at a fraction of its cost.
-    let mut dropped = crate::predict::isqrt(square as u64) as i64;
-    if (dropped + 1) * (dropped + 1) - square < square - dropped * dropped {
-        dropped += 1;
-    }
+    let dropped = dropped_component(quant, r);
     let mut q = [0i64; 4];
     let mut k = 0;
     for (i, slot) in q.iter_mut().enumerate() {
@@ -774,6 +835,22 @@ fn rotation_full(quant: &QuantConfig, r: &QuantizedRotation) -> [i64; 4] {
         }
     }
     q
+}
+
+/// The component a smallest-three rotation leaves out, rebuilt as [`rotation_full`] does: `√(2·max² − Σc²)`
+/// rounded to the nearest integer.
+#[inline]
+fn dropped_component(quant: &QuantConfig, r: &QuantizedRotation) -> i64 {
+    let max = i64::from(quant.rotation.max_component());
+    let [a, b, c] = r.components;
+    let (a, b, c) = (i64::from(a), i64::from(b), i64::from(c));
+    let square = (2 * max * max - (a * a + b * b + c * c)).max(0);
+    // The predictor's integer root: exact like the standard library's, at a fraction of its cost.
+    let mut dropped = crate::predict::isqrt(square as u64) as i64;
+    if (dropped + 1) * (dropped + 1) - square < square - dropped * dropped {
+        dropped += 1;
+    }
+    dropped
 }
 
 /// `n / d` rounded to nearest, halves away from zero (`d > 0`).
@@ -904,22 +981,27 @@ struct Motion {
 impl Motion {
     #[inline]
     fn between(baseline: &BodyState, prediction: &BodyState) -> Self {
+        // The three-element arrays spelled out rather than built with `array::map`, which stayed out of line (a
+        // call per array of every changed body, coded or read).
         let step = |a: i32, b: i32| step_class(i64::from(a) - i64::from(b));
-        let position = [0, 1, 2].map(|i| step(prediction.position[i], baseline.position[i]));
-        let position_back = [0, 1, 2].map(|i| prediction.position[i] < baseline.position[i]);
+        let (p, pb) = (&prediction.position, &baseline.position);
+        let position = [step(p[0], pb[0]), step(p[1], pb[1]), step(p[2], pb[2])];
+        let position_back = [p[0] < pb[0], p[1] < pb[1], p[2] < pb[2]];
         let same = prediction.rotation.largest == baseline.rotation.largest;
+        let (r, rb) = (
+            &prediction.rotation.components,
+            &baseline.rotation.components,
+        );
         let rotation = if same {
-            [0, 1, 2].map(|i| {
-                step(
-                    prediction.rotation.components[i],
-                    baseline.rotation.components[i],
-                )
-            })
+            [step(r[0], rb[0]), step(r[1], rb[1]), step(r[2], rb[2])]
         } else {
             [MOTION_STEPS - 1; 3]
         };
-        let rotation_back = [0, 1, 2]
-            .map(|i| same && prediction.rotation.components[i] < baseline.rotation.components[i]);
+        let rotation_back = [
+            same && r[0] < rb[0],
+            same && r[1] < rb[1],
+            same && r[2] < rb[2],
+        ];
         Self {
             position,
             rotation,
@@ -961,9 +1043,14 @@ impl Motion {
             0 => ROTATION_BUCKET_BY_STEP[top],
             p => ROTATION_BUCKET_BY_STEP_AND_POSITION[top][(p - 1).min(2)],
         };
+        let [a, b, c] = self.rotation;
         VecCtx {
             bucket,
-            axes: self.rotation.map(|c| ROTATION_BY_STEP[c]),
+            axes: [
+                ROTATION_BY_STEP[a],
+                ROTATION_BY_STEP[b],
+                ROTATION_BY_STEP[c],
+            ],
         }
     }
 }
@@ -1373,14 +1460,14 @@ impl DeltaState for ObjectState {
     #[inline]
     fn motion_class(&self) -> usize {
         let b = &self.body;
+        // Spelled out rather than a chained iterator, which stayed out of line (a call per entry coded or read
+        // under contexts, unchanged ones included).
+        let slow = |v: &[i32; 3]| {
+            v[0].abs() < SLOW_VELOCITY && v[1].abs() < SLOW_VELOCITY && v[2].abs() < SLOW_VELOCITY
+        };
         if b.at_rest {
             0
-        } else if b
-            .linear_velocity
-            .iter()
-            .chain(&b.angular_velocity)
-            .all(|v| v.abs() < SLOW_VELOCITY)
-        {
+        } else if slow(&b.linear_velocity) && slow(&b.angular_velocity) {
             1
         } else {
             2
@@ -1511,11 +1598,30 @@ impl DeltaState for ObjectState {
 
     #[inline]
     fn residual_bits(config: &StateConfig, value: &Self, reference: &Self) -> Option<u64> {
-        let changed = value.authority != reference.authority
-            || value.authority_seq != reference.authority_seq
-            || value.ownership_seq != reference.ownership_seq;
-        let meta = 1 + if changed { META_BITS } else { 0 };
-        Some(body_residual_bits(config, &value.body, &reference.body)? + meta)
+        Some(
+            body_residual_bits(config, &value.body, &reference.body)?
+                + meta_residual_bits(value, reference),
+        )
+    }
+
+    /// The body's bounds checked once for both references (see [`body_fits`]).
+    #[inline]
+    fn residual_bits_both(
+        config: &StateConfig,
+        value: &Self,
+        prediction: &Self,
+        baseline: &Self,
+    ) -> (Option<u64>, Option<u64>) {
+        if !body_fits(config, &value.body) {
+            return (None, None);
+        }
+        let against = |reference: &Self| {
+            Some(
+                body_residual_bits_fitting(config, &value.body, &reference.body)?
+                    + meta_residual_bits(value, reference),
+            )
+        };
+        (against(prediction), against(baseline))
     }
 
     #[inline]
@@ -2000,6 +2106,44 @@ mod tests {
     }
 
     #[test]
+    fn the_largest_margin_is_taken_from_the_whole_rotation() {
+        // The margin class from the three components sent and the rebuilt one, against the class worked out from
+        // the whole rotation (`rotation_full`, the largest against the next largest of the other three), over a
+        // sweep of component triples and every slot of the largest.
+        let quant = QuantConfig::default();
+        let mut classes = [0usize; 4];
+        for largest in 0..4u8 {
+            for a in (-255..=255).step_by(7) {
+                for b in (-255..=255).step_by(11) {
+                    for c in (-255..=255).step_by(13) {
+                        let r = QuantizedRotation {
+                            largest,
+                            components: [a, b, c],
+                        };
+                        let q = rotation_full(&quant, &r);
+                        let top = usize::from(largest);
+                        let next = (0..4)
+                            .filter(|&i| i != top)
+                            .map(|i| q[i].abs())
+                            .max()
+                            .unwrap_or(0);
+                        let expected = match q[top].abs() - next {
+                            ..=4 => 0,
+                            5..=16 => 1,
+                            17..=64 => 2,
+                            _ => 3,
+                        };
+                        let class = largest_margin_class(&quant, &r);
+                        assert_eq!(class, expected, "{r:?}");
+                        classes[class] += 1;
+                    }
+                }
+            }
+        }
+        assert!(classes.iter().all(|&n| n > 100), "{classes:?}");
+    }
+
+    #[test]
     fn the_dropped_component_is_the_nearest_root() {
         // Over a sweep of component triples a receiver may hold (the largest rebuilt from the other three), the
         // rebuilt component is within half a step of the exact root, and rounds up where the floor would not.
@@ -2303,6 +2447,49 @@ mod tests {
             odd.body.angular_velocity[2] = wild[2];
             sizes_agree(&config, &odd, &base)?;
             sizes_agree(&config, &value, &base)?;
+        }
+
+        #[test]
+        fn bodies_sized_against_both_references_at_once_size_as_one_by_one(
+            base in object(),
+            value in object(),
+            noise in prop::array::uniform9(-300i32..300),
+            spread in 0i32..300,
+            wild in prop::array::uniform3(-40000i32..40000),
+            largest in 0u8..6,
+            odd_field in 0usize..6,
+            pose_only in any::<bool>(),
+        ) {
+            // Near and far references (a nudged copy, another body), states no quantizer makes (one field past its
+            // bounds, or the largest component out of range), full-state and pose-only links: the body's checks
+            // split out (body_fits) and its residual sized after them give what the checks in the writer's order
+            // give, and both references sized at once give the two sizes one by one.
+            let config = StateConfig { pose_only, ..StateConfig::default() };
+            let near = nudge(&value, noise, spread, false);
+            let mut odd = value;
+            match odd_field {
+                0 => odd.body.position[0] = wild[0],
+                1 => odd.body.rotation.components[1] = wild[1] / 64,
+                2 => odd.body.rotation.largest = largest,
+                3 => odd.body.linear_velocity[2] = wild[2],
+                4 => odd.body.angular_velocity[0] = wild[0],
+                _ => {}
+            }
+            for v in [&value, &odd, &near] {
+                for (p, b) in [(&near, &base), (&base, &near), (&odd, &value), (&value, &base)] {
+                    prop_assert_eq!(
+                        body_residual_bits(&config, &v.body, &p.body),
+                        body_residual_bits_in_order(&config, &v.body, &p.body)
+                    );
+                    prop_assert_eq!(
+                        ObjectState::residual_bits_both(&config, v, p, b),
+                        (
+                            ObjectState::residual_bits(&config, v, p),
+                            ObjectState::residual_bits(&config, v, b)
+                        )
+                    );
+                }
+            }
         }
 
         #[test]

@@ -425,7 +425,9 @@ fn cheapest_path<T: DeltaState>(
     }
     let state = *e.state(values);
     let prediction = against.prediction;
-    let mut best: Option<(f64, DeltaPath)> = None;
+    // The cheapest path so far and its price: each later path is priced only until its price reaches that one (see
+    // `ArithPricing::stopping_at`), since from there on it cannot undercut it (a tie keeps the earlier path).
+    let mut best: Option<(u32, DeltaPath)> = None;
     for path in [
         DeltaPath::Predicted,
         DeltaPath::PredictionError,
@@ -443,7 +445,7 @@ fn cheapest_path<T: DeltaState>(
         if !possible {
             continue;
         }
-        let mut p = pricing;
+        let mut p = pricing.stopping_at(best.map_or(u32::MAX, |(b, _)| b));
         let (mut state, mut taken) = (state, path);
         let priced = serialize_entry_lazy(
             &mut p,
@@ -454,8 +456,8 @@ fn cheapest_path<T: DeltaState>(
             around,
             |_| Ok(against.handed()),
         );
-        if priced.is_ok() && best.is_none_or(|(b, _)| p.priced_bits() < b) {
-            best = Some((p.priced_bits(), path));
+        if priced.is_ok() && best.is_none_or(|(b, _)| p.price() < b) {
+            best = Some((p.price(), path));
         }
     }
     best.map_or(e.path, |(_, path)| path)
@@ -2172,6 +2174,166 @@ mod tests {
             by_plan.len()
         );
         // That the decoder follows the paths taken is what the range-coded sessions below check.
+    }
+
+    /// [`cheapest_path`] as it was before a path's pricing stopped at the price of a cheaper one: every possible
+    /// path priced to its end.
+    fn cheapest_path_priced_in_full<T: DeltaState>(
+        pricing: ArithPricing<'_>,
+        config: &T::Config,
+        values: &[T],
+        e: &Entry<'_, T>,
+        against: &Against<T>,
+        around: Surroundings,
+    ) -> DeltaPath {
+        let Some(base) = e.baseline else {
+            return e.path;
+        };
+        if e.path == DeltaPath::Unchanged || (!against.corrected && e.decided) {
+            return e.path;
+        }
+        let state = *e.state(values);
+        let prediction = against.prediction;
+        let mut best: Option<(f64, DeltaPath)> = None;
+        for path in [
+            DeltaPath::Predicted,
+            DeltaPath::PredictionError,
+            DeltaPath::Delta,
+            DeltaPath::Absolute,
+        ] {
+            let possible = match path {
+                DeltaPath::Predicted => prediction == Some(state),
+                DeltaPath::PredictionError => prediction.is_some(),
+                DeltaPath::Absolute => e.path == DeltaPath::Absolute || best.is_none(),
+                _ => true,
+            };
+            if !possible {
+                continue;
+            }
+            let mut p = pricing;
+            let (mut state, mut taken) = (state, path);
+            let priced = serialize_entry_lazy(
+                &mut p,
+                config,
+                &mut state,
+                &mut taken,
+                Some(&base.state),
+                around,
+                |_| Ok(against.handed()),
+            );
+            if priced.is_ok() && best.is_none_or(|(b, _)| p.priced_bits() < b) {
+                best = Some((p.priced_bits(), path));
+            }
+        }
+        best.map_or(e.path, |(_, path)| path)
+    }
+
+    #[test]
+    fn a_path_priced_until_it_cannot_win_is_the_path_priced_in_full() {
+        // Seeded bodies 1 to 8 frames past their baselines, some stopped part of the way to their predictions (the
+        // close calls the range coder prices), written one after another so that the models learn: before each
+        // changed entry, the path chosen with each path priced only until it reaches the cheapest so far is the
+        // path chosen with every path priced in full.
+        let config = StateConfig::default();
+        let (mut priced, mut switched) = (0, 0);
+        for seed in 0..6 {
+            let mut world = World::new(seed, 200);
+            let baselines: Vec<Baseline<ObjectState>> = world
+                .states
+                .iter()
+                .map(|&state| Baseline {
+                    sequence: 1,
+                    frame: 0,
+                    state,
+                })
+                .collect();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            for frames in 1..=8u16 {
+                world.step();
+                let mut values = Vec::new();
+                let mut entries = Vec::new();
+                for (id, (b, &now)) in baselines.iter().zip(&world.states).enumerate() {
+                    let prediction = ObjectState::predict(&config, &b.state, frames);
+                    let mut state = now;
+                    if let Some(p) = prediction
+                        && !state.body.at_rest
+                        && id % 2 == 1
+                    {
+                        let part = rng.random_range(0..=16);
+                        state.body = b.state.body;
+                        for k in 0..3 {
+                            let moved = p.body.position[k] - b.state.body.position[k];
+                            state.body.position[k] += moved * part / 16 + rng.random_range(-2..=2);
+                            let slowed =
+                                p.body.linear_velocity[k] - b.state.body.linear_velocity[k];
+                            state.body.linear_velocity[k] +=
+                                slowed * part / 16 + rng.random_range(-2..=2);
+                        }
+                        let quant = &config.quant;
+                        state.body.position = quant.position.clamp(state.body.position);
+                        state.body.linear_velocity =
+                            quant.linear_velocity.clamp(state.body.linear_velocity);
+                    }
+                    let index = prediction.map(|p| {
+                        values.push(p);
+                        values.len() as u32 - 1
+                    });
+                    let (planned, gap) = plan_with_residual_gap(
+                        &config,
+                        &state,
+                        Some(&b.state),
+                        prediction.as_ref(),
+                    )
+                    .unwrap();
+                    values.push(state);
+                    entries.push(Entry {
+                        id: id as u16,
+                        offset: Some(1),
+                        older: None,
+                        path: planned.path,
+                        decided: decided(planned.path, gap),
+                        state: values.len() as u32 - 1,
+                        prediction: index,
+                        baseline: Some(b),
+                    });
+                }
+                let mut s = ArithWriteStream::new();
+                let mut around = Surroundings::default();
+                for e in &entries {
+                    let against = Against {
+                        prediction: e.prediction(&values).copied(),
+                        neighbour: 0,
+                        corrected: false,
+                    };
+                    let full = cheapest_path_priced_in_full(
+                        s.pricing(),
+                        &config,
+                        &values,
+                        e,
+                        &against,
+                        around,
+                    );
+                    let path = cheapest_path(s.pricing(), &config, &values, e, &against, around);
+                    assert_eq!(
+                        path, full,
+                        "entry {} at {frames} frames (seed {seed})",
+                        e.id
+                    );
+                    let contested = e.path != DeltaPath::Unchanged && !e.decided;
+                    priced += usize::from(contested);
+                    switched += usize::from(contested && path != e.path);
+                    serialize_entry_body(
+                        &mut s, &config, &values, e, &against, path, 1, around, false,
+                    )
+                    .unwrap();
+                    around.after_change = path != DeltaPath::Unchanged;
+                }
+            }
+        }
+        assert!(
+            priced >= 300 && switched >= 15,
+            "{priced} entries priced, {switched} off their planned path"
+        );
     }
 
     #[test]
