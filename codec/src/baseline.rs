@@ -45,6 +45,9 @@ struct SentPacket<T> {
     /// The ids the packet carried, and their states in the same order.
     ids: Vec<u16>,
     states: Vec<T>,
+    /// The states' revisions in the same order (see [`AckTracker::baseline_revision`]), or empty when the sender
+    /// named none.
+    revisions: Vec<Option<u64>>,
 }
 
 /// Acked states the sender keeps per object besides its baseline, for predictors that extrapolate from two
@@ -61,6 +64,8 @@ pub struct AckTracker<T> {
     baselines: Vec<Option<Baseline<T>>>,
     /// Per object, acked states older than its baseline (any order; the oldest is replaced first).
     older: Vec<[Option<Baseline<T>>; OLDER_KEPT]>,
+    /// Per object, the revision its sender named for the baseline's state, if it named one.
+    revisions: Vec<Option<u64>>,
     /// The packet writer's working tables, kept here (the link's sender side) so that each datagram reuses them.
     pub(crate) tables: SectionTables<T>,
 }
@@ -76,10 +81,12 @@ impl<T: Copy> AckTracker<T> {
                     live: false,
                     ids: Vec::new(),
                     states: Vec::new(),
+                    revisions: Vec::new(),
                 })
                 .collect(),
             baselines: vec![None; usize::from(max_objects)],
             older: vec![[None; OLDER_KEPT]; usize::from(max_objects)],
+            revisions: vec![None; usize::from(max_objects)],
             tables: SectionTables::default(),
         }
     }
@@ -92,20 +99,40 @@ impl<T: Copy> AckTracker<T> {
         states: impl IntoIterator<Item = (u16, T)>,
     ) {
         let (ids, states) = states.into_iter().unzip();
-        self.record_sent_split(sequence, frame, ids, states);
+        self.record_sent_split(sequence, frame, ids, states, Vec::new());
+    }
+
+    /// [`AckTracker::record_sent`] with each state's revision, as a sender that tracks its objects' changes
+    /// records what it sent (see [`AckTracker::baseline_revision`]): a tracker set up by hand, as a test's or a
+    /// benchmark's, with the revisions the packet writer would have recorded.
+    pub fn record_sent_revised(
+        &mut self,
+        sequence: u16,
+        frame: u16,
+        states: impl IntoIterator<Item = (u16, T, u64)>,
+    ) {
+        let (mut ids, mut kept, mut revisions) = (Vec::new(), Vec::new(), Vec::new());
+        for (id, state, revision) in states {
+            ids.push(id);
+            kept.push(state);
+            revisions.push(Some(revision));
+        }
+        self.record_sent_split(sequence, frame, ids, kept, revisions);
     }
 
     /// [`AckTracker::record_sent`] with the ids and their states (in the same order) in two vectors, taken over
     /// as they are: the packet writer builds them so, which spares it assembling an `(id, state)` pair per entry
-    /// (a copy of each state through the stack).
+    /// (a copy of each state through the stack). `revisions` is empty, or each state's revision in the same order.
     pub(crate) fn record_sent_split(
         &mut self,
         sequence: u16,
         frame: u16,
         ids: Vec<u16>,
         states: Vec<T>,
+        revisions: Vec<Option<u64>>,
     ) {
         debug_assert_eq!(ids.len(), states.len());
+        debug_assert!(revisions.is_empty() || revisions.len() == ids.len());
         // Each slot holds exactly what its packet carried: a slot that kept the largest capacity it ever needed
         // would make a long session's memory creep with every new record.
         let slot = &mut self.sent[usize::from(sequence) % SENT_PACKETS];
@@ -114,6 +141,7 @@ impl<T: Copy> AckTracker<T> {
         slot.live = true;
         slot.ids = ids;
         slot.states = states;
+        slot.revisions = revisions;
     }
 
     /// Processes the ack fields of a header from the other side: every newly acked packet's states become their
@@ -127,10 +155,11 @@ impl<T: Copy> AckTracker<T> {
             }
             slot.live = false;
             newly.push(sequence);
-            for (&id, &state) in slot.ids.iter().zip(&slot.states) {
-                let (Some(b), Some(older)) = (
+            for (k, (&id, &state)) in slot.ids.iter().zip(&slot.states).enumerate() {
+                let (Some(b), Some(older), Some(revision)) = (
                     self.baselines.get_mut(usize::from(id)),
                     self.older.get_mut(usize::from(id)),
+                    self.revisions.get_mut(usize::from(id)),
                 ) else {
                     continue;
                 };
@@ -139,13 +168,12 @@ impl<T: Copy> AckTracker<T> {
                     frame: slot.frame,
                     state,
                 };
-                let demoted = match b {
-                    Some(old) if seq_newer(sequence, old.sequence) => b.replace(acked),
-                    Some(_) => Some(acked),
-                    None => {
-                        *b = Some(acked);
-                        None
-                    }
+                let newer = b.is_none_or(|old| seq_newer(sequence, old.sequence));
+                let demoted = if newer {
+                    *revision = slot.revisions.get(k).copied().flatten();
+                    b.replace(acked)
+                } else {
+                    Some(acked)
                 };
                 if let Some(d) = demoted {
                     keep_older(older, d);
@@ -162,6 +190,15 @@ impl<T: Copy> AckTracker<T> {
             .get(usize::from(id))?
             .as_ref()
             .filter(|b| (1..=MAX_BASELINE_OFFSET).contains(&sequence.wrapping_sub(b.sequence)))
+    }
+
+    /// The revision the sender named for the state of object `id`'s baseline, if it named one: a number it changes
+    /// whenever the object's state changes (for example the frame of the last change), recorded with each state
+    /// it sends. An object whose revision now is its baseline's still holds the baseline's state, which the packet
+    /// writer then takes without a copy or a comparison (see `PacketWriter::write_section_revised`).
+    #[inline]
+    pub fn baseline_revision(&self, id: u16) -> Option<u64> {
+        self.revisions.get(usize::from(id)).copied().flatten()
     }
 
     /// An acked state of object `id` older than `baseline` to extrapolate from in packet `sequence` (sent at
@@ -204,12 +241,16 @@ impl<T: Copy> AckTracker<T> {
         if let Some(o) = self.older.get_mut(usize::from(id)) {
             *o = [None; OLDER_KEPT];
         }
+        if let Some(r) = self.revisions.get_mut(usize::from(id)) {
+            *r = None;
+        }
     }
 
     /// Forgets every baseline (a new connection, or a resynchronisation).
     pub fn reset(&mut self) {
         self.baselines.iter_mut().for_each(|b| *b = None);
         self.older.iter_mut().for_each(|o| *o = [None; OLDER_KEPT]);
+        self.revisions.iter_mut().for_each(|r| *r = None);
         self.sent.iter_mut().for_each(|p| p.live = false);
     }
 }
@@ -458,6 +499,30 @@ impl<T: Copy> ReceiveHistory<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_baseline_carries_the_revision_its_state_was_sent_with() {
+        let mut t = AckTracker::<u32>::new(8);
+        t.record_sent_revised(10, 100, [(1, 11, 5), (2, 21, 6)]);
+        t.record_sent_revised(11, 101, [(1, 12, 7)]);
+        // Packet 11 acked first; 10's late ack leaves object 1 on 11's state and revision.
+        t.process_acks(11, 0);
+        t.process_acks(11, 0b1);
+        assert_eq!(t.baseline(1, 12).map(|b| b.state), Some(12));
+        assert_eq!(t.baseline_revision(1), Some(7));
+        assert_eq!(t.baseline_revision(2), Some(6));
+        // A state sent without a revision leaves its baseline without one.
+        t.record_sent(12, 102, [(1, 13)]);
+        t.process_acks(12, 0);
+        assert_eq!(t.baseline_revision(1), None);
+        assert_eq!(t.baseline_revision(2), Some(6));
+        t.forget(2);
+        assert_eq!(t.baseline_revision(2), None);
+        t.record_sent_revised(13, 103, [(3, 31, 9)]);
+        t.process_acks(13, 0);
+        t.reset();
+        assert_eq!(t.baseline_revision(3), None);
+    }
 
     #[test]
     fn acks_promote_states_to_baselines() {
