@@ -8,7 +8,8 @@
 //! [`bitpack`] and the range-coded one in [`arith`] over [`range`]); [`quant`] and [`state`] (quantized states);
 //! [`predict`], [`delta`] and [`encode`] (delta paths against per-object baselines, for any [`DeltaState`]);
 //! [`header`] and [`baseline`] (sequence, acks, the sender's [`AckTracker`] and the receiver's
-//! [`ReceiveHistory`]); [`priority`] (which objects go next); [`packet`] (whole datagrams to a byte budget).
+//! [`ReceiveHistory`]); [`priority`] (which objects go next); [`revisions`] (which objects changed); [`packet`] (whole datagrams to a
+//! byte budget).
 
 #![warn(missing_docs)]
 
@@ -26,6 +27,7 @@ pub mod priority;
 mod priors;
 pub mod quant;
 pub mod range;
+pub mod revisions;
 pub mod seq;
 pub mod state;
 pub mod stream;
@@ -44,6 +46,7 @@ pub use priority::PriorityAccumulator;
 pub use quant::{
     QuantConfig, QuantizedRotation, RotationQuantizer, ScalarQuantizer, Vec3Quantizer,
 };
+pub use revisions::StateRevisions;
 pub use seq::seq_newer;
 pub use state::{AvatarState, BodyState, HandState, HeldObject, ObjectState, QuantizedPose};
 pub use stream::{Ctx, MeasureStream, Stream};

@@ -13,6 +13,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;
 
+use physync_codec::{ObjectState, StateRevisions};
+
 use crate::link::{LinkError, LinkSettings, Outgoing, StateLink, TimedAvatar};
 use crate::transport::{Delivery, LinkConditioner, LinkConfig as Conditions, TransportError};
 use crate::world::authority::{DEFAULT_AUTHORITY, Direction, PlayerIndex};
@@ -117,6 +119,8 @@ struct Side {
     link: StateLink,
     network: LinkConditioner,
     in_flight: InFlight,
+    /// Which wire states changed, noted at each send.
+    revisions: StateRevisions<ObjectState>,
 }
 
 impl Side {
@@ -131,6 +135,7 @@ impl Side {
         let out = Outgoing {
             frame,
             objects: &objects,
+            revisions: Some(self.revisions.note(&objects)),
             priorities: &priorities,
             avatars: &avatars,
         };
@@ -199,6 +204,7 @@ impl Replica {
                     link: StateLink::new(config.link)?,
                     network: LinkConditioner::new(network, seed)?,
                     in_flight: InFlight::default(),
+                    revisions: StateRevisions::new(),
                 })
             };
         Ok(Self {

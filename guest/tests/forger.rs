@@ -150,6 +150,7 @@ impl SessionCore for Forger {
         let out = Outgoing {
             frame: self.frame,
             objects: &states,
+            revisions: None,
             priorities: &priorities,
             avatars: &[],
         };

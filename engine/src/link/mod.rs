@@ -101,6 +101,10 @@ pub struct Outgoing<'a> {
     pub frame: u64,
     /// Every object's current state, indexed by object id.
     pub objects: &'a [ObjectState],
+    /// Every object's revision, indexed by id, as [`physync_codec::StateRevisions::note`] gave it for `objects`
+    /// (noted once a step for all links): an object unchanged since the state its baseline holds is then written
+    /// without a copy or a comparison. `None` compares every object with its baseline: the same bytes, more work.
+    pub revisions: Option<&'a [u64]>,
     /// This frame's priority of every object, indexed by id (negative: never send); added to the accumulator.
     pub priorities: &'a [f32],
     /// Avatars to send, each every packet (their id on the wire is `state.player`).
@@ -374,10 +378,31 @@ impl StateLink {
                         ..*a
                     })
             })?;
-        let objects =
-            writer.write_section(&config, &mut self.objects_sent, frame, &self.order, |id| {
-                out.objects.get(usize::from(id)).copied()
-            })?;
+        let state_of = |id: u16| out.objects.get(usize::from(id)).copied();
+        let objects = match out.revisions {
+            Some(revisions) => writer.write_section_revised(
+                &config,
+                &mut self.objects_sent,
+                frame,
+                &self.order,
+                state_of,
+                // Only for an object that has a state: the writer takes one with a revision as tracked.
+                |id| {
+                    let id = usize::from(id);
+                    revisions
+                        .get(id)
+                        .filter(|_| id < out.objects.len())
+                        .copied()
+                },
+            )?,
+            None => writer.write_section(
+                &config,
+                &mut self.objects_sent,
+                frame,
+                &self.order,
+                state_of,
+            )?,
+        };
         Ok(Written {
             bytes: writer.finish(),
             avatars,

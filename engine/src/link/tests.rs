@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use physync_codec::{AvatarState, BodyState, ObjectState, QuantConfig};
+use physync_codec::{AvatarState, Backend, BodyState, ObjectState, QuantConfig, StateRevisions};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -56,6 +56,7 @@ fn states_arrive_exactly_and_shrink_once_acks_flow() {
         let out = Outgoing {
             frame,
             objects: &states,
+            revisions: None,
             priorities: &vec![1.0; n],
             avatars: &avatars,
         };
@@ -75,6 +76,7 @@ fn states_arrive_exactly_and_shrink_once_acks_flow() {
         let empty = Outgoing {
             frame,
             objects: &[],
+            revisions: None,
             priorities: &[],
             avatars: &[],
         };
@@ -106,6 +108,7 @@ fn the_byte_budget_and_the_send_rate_hold() {
         let out = Outgoing {
             frame,
             objects: &states,
+            revisions: None,
             priorities: &vec![1.0; n],
             avatars: &[],
         };
@@ -130,6 +133,7 @@ fn the_byte_budget_and_the_send_rate_hold() {
             let out = Outgoing {
                 frame,
                 objects: &[],
+                revisions: None,
                 priorities: &[],
                 avatars: &[],
             };
@@ -156,6 +160,7 @@ fn round_trip_and_loss_are_estimated_from_acks() {
         let out = Outgoing {
             frame,
             objects: &states,
+            revisions: None,
             priorities: &vec![1.0; n],
             avatars: &[],
         };
@@ -166,6 +171,7 @@ fn round_trip_and_loss_are_estimated_from_acks() {
         let empty = Outgoing {
             frame,
             objects: &[],
+            revisions: None,
             priorities: &[],
             avatars: &[],
         };
@@ -209,6 +215,7 @@ fn hostile_and_stale_datagrams() {
         let out = Outgoing {
             frame,
             objects: &states,
+            revisions: None,
             priorities: &vec![1.0; n],
             avatars: &avatars,
         };
@@ -245,6 +252,7 @@ fn hostile_and_stale_datagrams() {
     let empty = Outgoing {
         frame: 0,
         objects: &[],
+        revisions: None,
         priorities: &[],
         avatars: &[],
     };
@@ -271,6 +279,7 @@ fn acks_sent_before_anything_arrived_promote_nothing() {
     let empty = Outgoing {
         frame: 0,
         objects: &[],
+        revisions: None,
         priorities: &[],
         avatars: &[],
     };
@@ -280,6 +289,7 @@ fn acks_sent_before_anything_arrived_promote_nothing() {
     let out = Outgoing {
         frame: 0,
         objects: &states,
+        revisions: None,
         priorities: &priorities,
         avatars: &[],
     };
@@ -293,6 +303,7 @@ fn acks_sent_before_anything_arrived_promote_nothing() {
     let out = Outgoing {
         frame: 1,
         objects: &states,
+        revisions: None,
         ..out
     };
     let next = a.build_packet(FRAME, &out).unwrap().unwrap();
@@ -315,6 +326,7 @@ fn sample_offsets_are_clamped_and_travel_with_unchanged_avatars() {
         let out = Outgoing {
             frame,
             objects: &[],
+            revisions: None,
             priorities: &[],
             avatars: &sent,
         };
@@ -339,6 +351,7 @@ fn sample_offsets_are_clamped_and_travel_with_unchanged_avatars() {
     let out = Outgoing {
         frame: 20,
         objects: &[],
+        revisions: None,
         priorities: &[],
         avatars: &stray,
     };
@@ -378,6 +391,7 @@ fn a_tight_budget_still_carries_objects_beside_four_avatars() {
         let out = Outgoing {
             frame,
             objects: &states,
+            revisions: None,
             priorities: &vec![1.0; n],
             avatars: &avatars,
         };
@@ -412,6 +426,7 @@ fn exchange(
     let out = Outgoing {
         frame,
         objects: states,
+        revisions: None,
         priorities,
         avatars: &[],
     };
@@ -420,6 +435,7 @@ fn exchange(
     let empty = Outgoing {
         frame,
         objects: &[],
+        revisions: None,
         priorities: &[],
         avatars: &[],
     };
@@ -483,6 +499,7 @@ fn reported_loss_agrees_with_what_the_link_lost() {
             let out = Outgoing {
                 frame,
                 objects: &states,
+                revisions: None,
                 priorities: &[1.0; 4],
                 avatars: &[],
             };
@@ -496,6 +513,7 @@ fn reported_loss_agrees_with_what_the_link_lost() {
             let empty = Outgoing {
                 frame,
                 objects: &[],
+                revisions: None,
                 priorities: &[],
                 avatars: &[],
             };
@@ -562,6 +580,7 @@ fn an_overtaken_datagram_still_plays_its_frame_in_its_slot() {
         let out = Outgoing {
             frame,
             objects: if frame < 3 { &[] } else { &objects },
+            revisions: None,
             priorities: if frame < 3 { &[] } else { &[1.0] },
             avatars: &avatars,
         };
@@ -607,4 +626,63 @@ fn an_overtaken_datagram_still_plays_its_frame_in_its_slot() {
     assert!(overtaken.avatars.is_empty() && overtaken.objects.is_empty());
     assert_eq!(overtaken.overtaken.avatars.len(), 1);
     assert_eq!(overtaken.overtaken.objects.len(), 1);
+}
+
+#[test]
+fn a_link_that_names_revisions_sends_the_bytes_of_one_that_compares() {
+    for backend in [Backend::Arith, Backend::Bitpack] {
+        let settings = LinkSettings {
+            codec: LinkConfig {
+                backend,
+                ..LinkSettings::default().codec
+            },
+            ..LinkSettings::default()
+        };
+        let mut revised = StateLink::new(settings).unwrap();
+        let mut compared = StateLink::new(settings).unwrap();
+        let mut b = StateLink::new(settings).unwrap();
+        let mut noted = StateRevisions::new();
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        // More objects than a bit-packed datagram holds: there the accumulator takes turns and baselines age.
+        let n = 600;
+        for frame in 0..300u64 {
+            let now = FRAME * frame as u32;
+            let mut states = objects(n, frame);
+            // Every fifth object's authority sequence changes and changes back.
+            for s in states.iter_mut().step_by(5) {
+                s.authority_seq = ((frame / 15) % 2) as u16;
+            }
+            let priorities = vec![1.0; n];
+            let out = |revisions| Outgoing {
+                frame,
+                objects: &states,
+                revisions,
+                priorities: &priorities,
+                avatars: &[],
+            };
+            let sent = revised
+                .build_packet(now, &out(Some(noted.note(&states))))
+                .unwrap();
+            let plain = compared.build_packet(now, &out(None)).unwrap();
+            assert_eq!(sent, plain, "{backend:?} frame {frame}");
+            if let Some(p) = sent
+                && rng.random::<f64>() > 0.2
+            {
+                b.receive(now, &p.bytes).unwrap();
+            }
+            let empty = Outgoing {
+                frame,
+                objects: &[],
+                revisions: None,
+                priorities: &[],
+                avatars: &[],
+            };
+            if let Some(ack) = b.build_packet(now, &empty).unwrap()
+                && rng.random::<f64>() > 0.2
+            {
+                revised.receive(now, &ack.bytes).unwrap();
+                compared.receive(now, &ack.bytes).unwrap();
+            }
+        }
+    }
 }

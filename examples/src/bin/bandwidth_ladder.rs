@@ -46,7 +46,7 @@ use physync_codec::header::{HEADER_BYTES, serialize_header};
 use physync_codec::{
     AckTracker, AvatarState, Backend, CodecError, Ctx, DeltaPath, DeltaState, LinkConfig,
     ObjectState, PacketHeader, PacketReader, PacketWriter, QuantConfig, ReceiveHistory,
-    StateConfig, Stream,
+    StateConfig, StateRevisions, Stream,
 };
 use physync_engine::link::{LinkSettings, Outgoing, StateLink};
 use physync_engine::transport::{Delivery, LinkConditioner, LinkConfig as Conditions};
@@ -729,6 +729,8 @@ struct LinkVariant {
     /// A second decoder of every delivered datagram, tallying where the bits go.
     mirror_objects: ReceiveHistory<ObjectState>,
     mirror_avatars: ReceiveHistory<AvatarState>,
+    /// Which wire states changed, noted each step as the engine's peers do.
+    revisions: StateRevisions<ObjectState>,
     fields: [f64; FIELD_GROUPS.len()],
     delivered_bytes: u64,
 }
@@ -760,6 +762,7 @@ impl LinkVariant {
             last_update: vec![0; n],
             mirror_objects: ReceiveHistory::new(settings.codec.max_objects),
             mirror_avatars: ReceiveHistory::new(16),
+            revisions: StateRevisions::new(),
             fields: [0.0; FIELD_GROUPS.len()],
             delivered_bytes: 0,
         }
@@ -776,6 +779,7 @@ impl LinkVariant {
         let out = Outgoing {
             frame,
             objects: &states,
+            revisions: Some(self.revisions.note(&states)),
             priorities: &priorities,
             avatars: &[],
         };
@@ -792,6 +796,7 @@ impl LinkVariant {
         let empty = Outgoing {
             frame,
             objects: &[],
+            revisions: None,
             priorities: &[],
             avatars: &[],
         };

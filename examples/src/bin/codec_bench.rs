@@ -11,12 +11,12 @@
 //! back ends code the same states, and every decode (timed section and datagram alike) is checked to give back
 //! exactly the states that were encoded.
 //!
-//! The datagram is encoded as a world that notes each object's last change sends it: with each object's revision
-//! (the frame of its last change, `PacketWriter::write_section_revised`), so that an object known unchanged since
-//! its baseline is taken without a copy or a comparison (`packet_encode_us`), and checked to be the same bytes as
-//! without (`packet_encode_without_revisions_us`, `PacketWriter::write_section`). Noting the changes is the
-//! world's work, done once per step for all of its links, not once per datagram: it is timed on its own, as a
-//! world would do it (each object's state against the step before's), and reported once,
+//! The datagram is encoded as the engine's peer host and guest send it: with each object's revision (the step of
+//! its last change, noted by `StateRevisions`; `PacketWriter::write_section_revised`), so that an object known
+//! unchanged since its baseline is taken without a copy or a comparison (`packet_encode_us`), and checked to be
+//! the same bytes as without (`packet_encode_without_revisions_us`, `PacketWriter::write_section`). Noting the
+//! changes is the sender's work, done once per step for all of its links, not once per datagram: it is timed on
+//! its own (`StateRevisions::note`, each object's state against the step before's) and reported once,
 //! `change_tracking_us_per_frame`.
 
 use std::hint::black_box;
@@ -27,8 +27,8 @@ use physync_codec::baseline::HISTORY_PER_OBJECT;
 use physync_codec::delta::plan;
 use physync_codec::{
     AckTracker, Backend, DeltaPath, DeltaState, LinkConfig, MeasureStream, ObjectState,
-    PacketHeader, PacketReader, PacketWriter, ReceiveHistory, StateConfig, decode_packet,
-    encode_packet,
+    PacketHeader, PacketReader, PacketWriter, ReceiveHistory, StateConfig, StateRevisions,
+    decode_packet, encode_packet,
 };
 use physync_engine::world::scene::SceneSpec;
 use physync_engine::world::{World, WorldConfig};
@@ -87,29 +87,20 @@ struct Sample {
     base_revisions: Vec<u64>,
 }
 
-/// Each recorded frame's revisions, as a world notes them once per step: per object, the world frame of its last
-/// change (the first frame counts as a change of every object). Also returns the time this took per step, in
-/// microseconds (median): comparing each state with the step before's. A world builds its states every step for
-/// its links anyway, so it keeps the step before's by holding on to that vector, not by copying it.
+/// Each recorded frame's revisions, as a sender notes them once per step for all its links
+/// (`StateRevisions::note`, as the engine's peer host and guest do). Also returns the time this took per step, in
+/// microseconds (median over every step after the first, which notes the whole scene once).
 fn track_changes(recorded: &[Vec<ObjectState>]) -> (Vec<Vec<u64>>, f64) {
-    let first_frame = WARMUP_FRAMES + 1;
-    let Some(first) = recorded.first() else {
-        return (Vec::new(), 0.0);
-    };
-    let mut last_change = vec![first_frame; first.len()];
-    let mut revisions = vec![last_change.clone()];
+    let mut tracker = StateRevisions::new();
+    let mut revisions = Vec::with_capacity(recorded.len());
     let mut step_us = Vec::new();
-    for (k, pair) in recorded.windows(2).enumerate() {
-        let frame = first_frame + k as u64 + 1;
+    for (k, states) in recorded.iter().enumerate() {
         let t = Instant::now();
-        for ((last, now), before) in last_change.iter_mut().zip(&pair[1]).zip(&pair[0]) {
-            if now != before {
-                *last = frame;
-            }
+        let noted = black_box(tracker.note(states));
+        if k > 0 {
+            step_us.push(t.elapsed().as_nanos() as f64 / 1000.0);
         }
-        step_us.push(t.elapsed().as_nanos() as f64 / 1000.0);
-        black_box(&last_change);
-        revisions.push(last_change.clone());
+        revisions.push(noted.to_vec());
     }
     (revisions, median(step_us))
 }

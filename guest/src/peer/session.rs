@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use physync_codec::{CodecError, ObjectState};
+use physync_codec::{CodecError, ObjectState, StateRevisions};
 use physync_engine::link::{LinkError, Outgoing, StateLink, TimedAvatar};
 use physync_engine::session::{FrameJitterBuffer, PlayerControls, RateMeter, SceneSetup, Upcoming};
 use physync_engine::world::World;
@@ -31,6 +31,8 @@ pub struct GuestSession {
     states: Vec<ObjectState>,
     priorities: Vec<f32>,
     remote: Vec<TimedAvatar>,
+    /// Which wire states changed, noted once a frame for the link.
+    revisions: StateRevisions<ObjectState>,
     step: Duration,
     next_step: Duration,
     up: RateMeter,
@@ -75,6 +77,7 @@ impl GuestSession {
             states: Vec::new(),
             priorities: Vec::new(),
             remote: Vec::new(),
+            revisions: StateRevisions::new(),
             step: Duration::from_secs(1) / u32::from(setup.step_hz),
             next_step: now,
             up: RateMeter::new(),
@@ -270,6 +273,7 @@ impl GuestSession {
         let out = Outgoing {
             frame: self.world.frame(),
             objects: &self.states,
+            revisions: Some(self.revisions.note(&self.states)),
             priorities: &self.priorities,
             avatars: &avatars,
         };

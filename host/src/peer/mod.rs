@@ -18,7 +18,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use nalgebra::Vector3;
-use physync_codec::{BodyState, CodecError, ObjectState, seq_newer};
+use physync_codec::{BodyState, CodecError, ObjectState, StateRevisions, seq_newer};
 use physync_engine::digest::{DigestExchange, is_digest, world_digest};
 use physync_engine::link::{LinkError, LinkSettings, Outgoing, StateLink, TimedAvatar};
 use physync_engine::session::scene_transfer::{TransferMessage, decode_transfer, is_transfer};
@@ -94,6 +94,8 @@ pub struct PeerHost {
     states: Vec<ObjectState>,
     base_priorities: Vec<f32>,
     link_priorities: Vec<f32>,
+    /// Which wire states changed, noted once a frame for every guest's link.
+    revisions: StateRevisions<ObjectState>,
     /// The desync detector: digest pages to the guests, and theirs compared with this world.
     digest: DigestExchange,
 }
@@ -187,6 +189,7 @@ impl PeerHost {
             states: Vec::new(),
             base_priorities: Vec::new(),
             link_priorities: Vec::new(),
+            revisions: StateRevisions::new(),
             digest: DigestExchange::new(),
         })
     }
@@ -865,6 +868,7 @@ impl PeerHost {
             }
         }
         self.world.object_states_into(&mut self.states);
+        self.revisions.note(&self.states);
         self.world.priorities_into(&mut self.base_priorities);
         let frame = self.world.frame();
         // Relayed avatars are what the host's world shows, on the host's frame: the objects sent beside them
@@ -899,6 +903,7 @@ impl PeerHost {
             let out = Outgoing {
                 frame,
                 objects: &self.states,
+                revisions: Some(self.revisions.revisions()),
                 priorities,
                 avatars: &relayed,
             };
