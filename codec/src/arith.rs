@@ -20,7 +20,9 @@ use std::cell::{Cell, RefCell};
 use std::sync::OnceLock;
 
 use crate::error::CodecError;
-use crate::range::{EncoderCheckpoint, PROB_INIT, PROB_ONE, RangeDecoder, RangeEncoder};
+use crate::range::{
+    EncoderCheckpoint, EncoderRegisters, PROB_INIT, PROB_ONE, RangeDecoder, RangeEncoder,
+};
 use crate::stream::{Ctx, Stream, check_range};
 
 const SMALL_SPAN: i64 = 15;
@@ -669,6 +671,25 @@ impl ArithWriteStream {
         self.enc.finish()
     }
 
+    /// Runs `f` on a [`FlagRun`] over this stream: flags coded one after another with the coder's registers in
+    /// locals, held across them instead of loaded and stored around each. `None` (and `f` not run) for a stream
+    /// tallying costs, which codes its flags through [`Stream::bool`].
+    #[inline(always)]
+    pub fn flag_run<R>(&mut self, f: impl FnOnce(&mut FlagRun<'_>) -> R) -> Option<R> {
+        if self.costs.is_some() {
+            return None;
+        }
+        let mut run = FlagRun {
+            r: self.enc.registers(),
+            enc: &mut self.enc,
+            models: &mut self.models,
+        };
+        let out = f(&mut run);
+        let r = run.r;
+        self.enc.set_registers(r);
+        Some(out)
+    }
+
     /// Codes one decision under model `index`.
     #[inline(always)]
     fn bit(&mut self, index: usize, bit: bool) {
@@ -810,6 +831,28 @@ impl ArithWriteStream {
             }
         }
         enc.set_registers(r);
+    }
+}
+
+/// Flags coded as [`Stream::bool`] codes them, on the coder's registers held in locals (see
+/// [`ArithWriteStream::flag_run`]): the range-coded section writer codes a run of plain unchanged entries, two
+/// flags each and most of a datagram, through one.
+pub struct FlagRun<'s> {
+    r: EncoderRegisters,
+    enc: &'s mut RangeEncoder,
+    models: &'s mut Models,
+}
+
+impl FlagRun<'_> {
+    /// Codes `bit` under `ctx`'s flag model: the decision [`Stream::bool`] makes.
+    #[inline(always)]
+    pub fn flag(&mut self, ctx: Ctx, bit: bool) {
+        let c = self.models.head(ctx);
+        if let Some(m) = self.models.probs.get_mut(c + FLAG) {
+            let word = *m;
+            self.enc.decision_in(&mut self.r, word & PROB_MASK, bit);
+            *m = adapt_model(word, bit);
+        }
     }
 }
 
