@@ -1175,6 +1175,38 @@ impl<'a> ArithReadStream<'a> {
         }
     }
 
+    /// Runs `f` on a [`FlagReadRun`] over this stream: flags read one after another on a copy of the decoder in
+    /// locals, and what was kept written back. `None` (and `f` not run) for a stream tallying costs, which reads
+    /// its flags through [`Stream::bool`].
+    #[inline(always)]
+    pub fn flag_run<R>(&mut self, f: impl FnOnce(&mut FlagReadRun<'_, 'a>) -> R) -> Option<R> {
+        if self.costs.is_some() {
+            return None;
+        }
+        let mut run = FlagReadRun {
+            dec: self.dec,
+            kept: self.dec,
+            models: &mut self.models,
+            undo: [(0, 0); RUN_UNDO],
+            unkept: 0,
+        };
+        let out = f(&mut run);
+        let FlagReadRun {
+            kept,
+            models,
+            undo,
+            unkept,
+            ..
+        } = run;
+        for &(index, word) in undo.iter().take(unkept).rev() {
+            if let Some(m) = models.probs.get_mut(index) {
+                *m = word;
+            }
+        }
+        self.dec = kept;
+        Some(out)
+    }
+
     /// Bytes consumed so far.
     pub fn position(&self) -> usize {
         self.dec.position()
@@ -1265,6 +1297,47 @@ impl<'a> ArithReadStream<'a> {
                 v
             }
         }
+    }
+}
+
+/// Model updates a [`FlagReadRun`] may hold unkept.
+const RUN_UNDO: usize = 4;
+
+/// Flags read as [`Stream::bool`] reads them, on a copy of the stream's decoder held in locals (see
+/// [`ArithReadStream::flag_run`]): the range-coded section reader reads a run of plain unchanged entries, two flags
+/// each and most of a datagram, through one. What is read after the last [`FlagReadRun::keep`] is undone when the
+/// run ends (the decoder and every model it adapted as they were), so that the entry that ends a run is read again
+/// from its start by the general path.
+pub struct FlagReadRun<'s, 'a> {
+    dec: RangeDecoder<'a>,
+    kept: RangeDecoder<'a>,
+    models: &'s mut Models,
+    /// The models adapted since the last keep, each with the word it held before.
+    undo: [(usize, u16); RUN_UNDO],
+    unkept: usize,
+}
+
+impl FlagReadRun<'_, '_> {
+    /// Reads a flag under `ctx`'s flag model: the decision [`Stream::bool`] reads. `None` on a decoding error, or
+    /// past [`RUN_UNDO`] flags since the last keep (nothing read then).
+    #[inline(always)]
+    pub fn flag(&mut self, ctx: Ctx) -> Option<bool> {
+        let undo = self.undo.get_mut(self.unkept)?;
+        let index = self.models.head(ctx) + FLAG;
+        let m = self.models.probs.get_mut(index)?;
+        let word = *m;
+        let bit = self.dec.decode_decision(word & PROB_MASK).ok()?;
+        *m = adapt_model(word, bit);
+        *undo = (index, word);
+        self.unkept += 1;
+        Some(bit)
+    }
+
+    /// Keeps every flag read so far.
+    #[inline(always)]
+    pub fn keep(&mut self) {
+        self.kept = self.dec;
+        self.unkept = 0;
     }
 }
 

@@ -1762,6 +1762,84 @@ fn named_baseline<'h, T: Copy>(
         })
 }
 
+/// A reading stream a section's entries are read from: a stream that codes under contexts (the range coder) may
+/// read a run of plain unchanged entries at once.
+trait EntrySource: Stream {
+    /// Reads the plain unchanged entries that continue a run after entry `last` (at most `left`), each as
+    /// [`read_section_entries`] reads one after another (the plain flag under the context after a run, the
+    /// unchanged flag after an unchanged entry, `near` its nearness class), their baselines at `offset` back from
+    /// `sequence` pushed to `out`, and returns how many it read. It stops before the first entry that is not one,
+    /// leaving it unread. By default none: [`read_section_entries`] reads each one.
+    #[allow(clippy::too_many_arguments)]
+    fn unchanged_run<T: DeltaState>(
+        &mut self,
+        _link: &LinkConfig,
+        _history: &ReceiveHistory<T>,
+        _ahead: &mut usize,
+        _sequence: u16,
+        _offset: u16,
+        _last: u16,
+        _left: u32,
+        _near: impl Fn(&T) -> usize,
+        _out: &mut Vec<(u16, T)>,
+    ) -> u32 {
+        0
+    }
+}
+
+impl EntrySource for BitReadStream<'_> {}
+
+impl EntrySource for ArithReadStream<'_> {
+    /// Both flags of each entry read on a copy of the decoder in locals ([`ArithReadStream::flag_run`]); none
+    /// read (each read by [`read_section_entries`]) by a stream tallying costs.
+    #[inline(always)]
+    fn unchanged_run<T: DeltaState>(
+        &mut self,
+        link: &LinkConfig,
+        history: &ReceiveHistory<T>,
+        ahead: &mut usize,
+        sequence: u16,
+        offset: u16,
+        last: u16,
+        left: u32,
+        near: impl Fn(&T) -> usize,
+        out: &mut Vec<(u16, T)>,
+    ) -> u32 {
+        let named = sequence.wrapping_sub(offset);
+        self.flag_run(|run| {
+            let mut id = last;
+            let mut taken = 0;
+            while taken < left && i32::from(id) < link.max_id() {
+                if run.flag(PLAIN[0]) != Some(true) {
+                    break;
+                }
+                let next = id + 1;
+                let Ok((_, b)) = named_baseline(history, ahead, next, named, sequence) else {
+                    break;
+                };
+                let around = Surroundings {
+                    after_change: false,
+                    near: near(b),
+                };
+                if run.flag(unchanged_context::<Self, T>(b, around)) != Some(true) {
+                    break;
+                }
+                run.keep();
+                id = next;
+                taken += 1;
+                // Pushed as a default and copied in place, as any unchanged entry.
+                let at = out.len();
+                out.push((id, T::default()));
+                if let Some(slot) = out.get_mut(at) {
+                    slot.1 = *b;
+                }
+            }
+            taken
+        })
+        .unwrap_or(0)
+    }
+}
+
 enum Source<'a> {
     Bit(BitReadStream<'a>),
     Arith(Box<ArithReadStream<'a>>),
@@ -1776,7 +1854,7 @@ pub struct PacketReader<'a> {
     source: Source<'a>,
 }
 
-fn read_section_entries<S: Stream, T: DeltaState>(
+fn read_section_entries<S: EntrySource, T: DeltaState>(
     s: &mut S,
     link: &LinkConfig,
     config: &T::Config,
@@ -1879,6 +1957,36 @@ fn read_section_entries<S: Stream, T: DeltaState>(
             out.push((id, T::default()));
             out[at].1 = *b;
             around.after_change = false;
+            // The plain unchanged entries that continue a plain one, read at once where the stream can.
+            if plain {
+                let run = if correct {
+                    s.unchanged_run(
+                        link,
+                        history,
+                        &mut ahead,
+                        sequence,
+                        previous_offset,
+                        id,
+                        left,
+                        |b| neighbours.nearness(b),
+                        &mut out,
+                    )
+                } else {
+                    s.unchanged_run(
+                        link,
+                        history,
+                        &mut ahead,
+                        sequence,
+                        previous_offset,
+                        id,
+                        left,
+                        |_| 0,
+                        &mut out,
+                    )
+                };
+                left -= run;
+                previous = Some(id + run as u16);
+            }
             continue;
         }
         // Decoded in place in the output, so that the state is copied once.
@@ -3387,6 +3495,8 @@ mod tests {
 
     /// A bit-packing reader that reads every flag on its own: it keeps [`Stream::take_ones`]'s default.
     struct Flagwise<'a>(BitReadStream<'a>);
+
+    impl EntrySource for Flagwise<'_> {}
 
     impl Stream for Flagwise<'_> {
         const READING: bool = true;
