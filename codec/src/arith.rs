@@ -20,7 +20,9 @@ use std::cell::{Cell, RefCell};
 use std::sync::OnceLock;
 
 use crate::error::CodecError;
-use crate::range::{EncoderCheckpoint, PROB_INIT, PROB_ONE, RangeDecoder, RangeEncoder};
+use crate::range::{
+    EncoderCheckpoint, EncoderRegisters, PROB_INIT, PROB_ONE, RangeDecoder, RangeEncoder,
+};
 use crate::stream::{Ctx, Stream, check_range};
 
 const SMALL_SPAN: i64 = 15;
@@ -669,6 +671,25 @@ impl ArithWriteStream {
         self.enc.finish()
     }
 
+    /// Runs `f` on a [`FlagRun`] over this stream: flags coded one after another with the coder's registers in
+    /// locals, held across them instead of loaded and stored around each. `None` (and `f` not run) for a stream
+    /// tallying costs, which codes its flags through [`Stream::bool`].
+    #[inline(always)]
+    pub fn flag_run<R>(&mut self, f: impl FnOnce(&mut FlagRun<'_>) -> R) -> Option<R> {
+        if self.costs.is_some() {
+            return None;
+        }
+        let mut run = FlagRun {
+            r: self.enc.registers(),
+            enc: &mut self.enc,
+            models: &mut self.models,
+        };
+        let out = f(&mut run);
+        let r = run.r;
+        self.enc.set_registers(r);
+        Some(out)
+    }
+
     /// Codes one decision under model `index`.
     #[inline(always)]
     fn bit(&mut self, index: usize, bit: bool) {
@@ -810,6 +831,28 @@ impl ArithWriteStream {
             }
         }
         enc.set_registers(r);
+    }
+}
+
+/// Flags coded as [`Stream::bool`] codes them, on the coder's registers held in locals (see
+/// [`ArithWriteStream::flag_run`]): the range-coded section writer codes a run of plain unchanged entries, two
+/// flags each and most of a datagram, through one.
+pub struct FlagRun<'s> {
+    r: EncoderRegisters,
+    enc: &'s mut RangeEncoder,
+    models: &'s mut Models,
+}
+
+impl FlagRun<'_> {
+    /// Codes `bit` under `ctx`'s flag model: the decision [`Stream::bool`] makes.
+    #[inline(always)]
+    pub fn flag(&mut self, ctx: Ctx, bit: bool) {
+        let c = self.models.head(ctx);
+        if let Some(m) = self.models.probs.get_mut(c + FLAG) {
+            let word = *m;
+            self.enc.decision_in(&mut self.r, word & PROB_MASK, bit);
+            *m = adapt_model(word, bit);
+        }
     }
 }
 
@@ -1132,6 +1175,38 @@ impl<'a> ArithReadStream<'a> {
         }
     }
 
+    /// Runs `f` on a [`FlagReadRun`] over this stream: flags read one after another on a copy of the decoder in
+    /// locals, and what was kept written back. `None` (and `f` not run) for a stream tallying costs, which reads
+    /// its flags through [`Stream::bool`].
+    #[inline(always)]
+    pub fn flag_run<R>(&mut self, f: impl FnOnce(&mut FlagReadRun<'_, 'a>) -> R) -> Option<R> {
+        if self.costs.is_some() {
+            return None;
+        }
+        let mut run = FlagReadRun {
+            dec: self.dec,
+            kept: self.dec,
+            models: &mut self.models,
+            undo: [(0, 0); RUN_UNDO],
+            unkept: 0,
+        };
+        let out = f(&mut run);
+        let FlagReadRun {
+            kept,
+            models,
+            undo,
+            unkept,
+            ..
+        } = run;
+        for &(index, word) in undo.iter().take(unkept).rev() {
+            if let Some(m) = models.probs.get_mut(index) {
+                *m = word;
+            }
+        }
+        self.dec = kept;
+        Some(out)
+    }
+
     /// Bytes consumed so far.
     pub fn position(&self) -> usize {
         self.dec.position()
@@ -1222,6 +1297,47 @@ impl<'a> ArithReadStream<'a> {
                 v
             }
         }
+    }
+}
+
+/// Model updates a [`FlagReadRun`] may hold unkept.
+const RUN_UNDO: usize = 4;
+
+/// Flags read as [`Stream::bool`] reads them, on a copy of the stream's decoder held in locals (see
+/// [`ArithReadStream::flag_run`]): the range-coded section reader reads a run of plain unchanged entries, two flags
+/// each and most of a datagram, through one. What is read after the last [`FlagReadRun::keep`] is undone when the
+/// run ends (the decoder and every model it adapted as they were), so that the entry that ends a run is read again
+/// from its start by the general path.
+pub struct FlagReadRun<'s, 'a> {
+    dec: RangeDecoder<'a>,
+    kept: RangeDecoder<'a>,
+    models: &'s mut Models,
+    /// The models adapted since the last keep, each with the word it held before.
+    undo: [(usize, u16); RUN_UNDO],
+    unkept: usize,
+}
+
+impl FlagReadRun<'_, '_> {
+    /// Reads a flag under `ctx`'s flag model: the decision [`Stream::bool`] reads. `None` on a decoding error, or
+    /// past [`RUN_UNDO`] flags since the last keep (nothing read then).
+    #[inline(always)]
+    pub fn flag(&mut self, ctx: Ctx) -> Option<bool> {
+        let undo = self.undo.get_mut(self.unkept)?;
+        let index = self.models.head(ctx) + FLAG;
+        let m = self.models.probs.get_mut(index)?;
+        let word = *m;
+        let bit = self.dec.decode_decision(word & PROB_MASK).ok()?;
+        *m = adapt_model(word, bit);
+        *undo = (index, word);
+        self.unkept += 1;
+        Some(bit)
+    }
+
+    /// Keeps every flag read so far.
+    #[inline(always)]
+    pub fn keep(&mut self) {
+        self.kept = self.dec;
+        self.unkept = 0;
     }
 }
 

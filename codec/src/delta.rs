@@ -487,6 +487,18 @@ fn motion_class<S: Stream, T: DeltaState>(base: &T) -> usize {
     }
 }
 
+/// The context of the unchanged flag of an entry against `base` in `around`: shared by [`serialize_unchanged`]
+/// and the range-coded section writer's run of plain unchanged entries, which codes their flags on its own.
+#[inline]
+pub(crate) fn unchanged_context<S: Stream, T: DeltaState>(base: &T, around: Surroundings) -> Ctx {
+    let class = motion_class::<S, T>(base);
+    let after = usize::from(around.after_change);
+    match around.near.min(NEAR_CLASSES - 1) {
+        0 => UNCHANGED[after][class],
+        n => UNCHANGED_NEAR[n - 1][after][class],
+    }
+}
+
 /// The first part of [`serialize_entry_lazy`] for an entry with a baseline: the unchanged flag. Returns whether
 /// the entry is unchanged (setting `path` to [`DeltaPath::Unchanged`] when it is), in which case nothing follows
 /// and the state is the baseline. Split out so that a writer sends an unchanged entry without copying its state.
@@ -497,12 +509,7 @@ pub(crate) fn serialize_unchanged<S: Stream, T: DeltaState>(
     base: &T,
     around: Surroundings,
 ) -> Result<bool, CodecError> {
-    let class = motion_class::<S, T>(base);
-    let after = usize::from(around.after_change);
-    let ctx = match around.near.min(NEAR_CLASSES - 1) {
-        0 => UNCHANGED[after][class],
-        n => UNCHANGED_NEAR[n - 1][after][class],
-    };
+    let ctx = unchanged_context::<S, T>(base, around);
     let mut unchanged = *path == DeltaPath::Unchanged;
     s.bool(ctx, &mut unchanged)?;
     if unchanged {

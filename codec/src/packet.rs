@@ -14,7 +14,7 @@ use crate::baseline::{
 use crate::bitpack::{BitReadStream, BitWriteStream};
 use crate::delta::{
     DeltaPath, DeltaState, Prediction, Surroundings, plan_with_residual_gap, serialize_changed,
-    serialize_entry_lazy, serialize_unchanged,
+    serialize_entry_lazy, serialize_unchanged, unchanged_context,
 };
 use crate::error::CodecError;
 use crate::header::{Backend, HEADER_BYTES, PacketHeader, serialize_header};
@@ -376,6 +376,21 @@ trait EntrySink: Stream {
     fn pricing(&self) -> Option<ArithPricing<'_>> {
         None
     }
+
+    /// Codes the flags of the plain unchanged entries at the start of `entries` that continue a run after entry
+    /// `last` (see [`continues_run`]), each as [`write_entries`] codes one after another (the plain flag under
+    /// the context after a run, the unchanged flag after an unchanged entry, `near` its nearness class), and
+    /// returns how many it took. By default none: [`write_entries`] codes each one.
+    fn unchanged_run<T: DeltaState>(
+        &mut self,
+        _link: &LinkConfig,
+        _entries: &[Entry<'_, T>],
+        _last: u16,
+        _offset: u16,
+        _near: impl Fn(&T) -> usize,
+    ) -> usize {
+        0
+    }
 }
 
 impl EntrySink for BitWriteStream {}
@@ -384,6 +399,58 @@ impl EntrySink for ArithWriteStream {
     fn pricing(&self) -> Option<ArithPricing<'_>> {
         Some(ArithWriteStream::pricing(self))
     }
+
+    /// Both flags of each entry coded on the coder's registers in locals ([`ArithWriteStream::flag_run`]); none
+    /// taken (each coded by [`write_entries`]) for a stream tallying costs.
+    #[inline(always)]
+    fn unchanged_run<T: DeltaState>(
+        &mut self,
+        link: &LinkConfig,
+        entries: &[Entry<'_, T>],
+        last: u16,
+        offset: u16,
+        near: impl Fn(&T) -> usize,
+    ) -> usize {
+        self.flag_run(|run| {
+            let mut id = last;
+            let mut taken = 0;
+            for e in entries {
+                let Some(b) = continues_run(link, e, id, offset) else {
+                    break;
+                };
+                run.flag(PLAIN[0], true);
+                let around = Surroundings {
+                    after_change: false,
+                    near: near(&b.state),
+                };
+                run.flag(unchanged_context::<Self, T>(&b.state, around), true);
+                id = e.id;
+                taken += 1;
+            }
+            taken
+        })
+        .unwrap_or(0)
+    }
+}
+
+/// The baseline of `e` if it is a plain unchanged entry after entry `last`, whose baseline was at `offset`: the
+/// next id (short of the link's last), against a baseline at the same offset, unchanged.
+#[inline(always)]
+fn continues_run<'b, T>(
+    link: &LinkConfig,
+    e: &Entry<'b, T>,
+    last: u16,
+    offset: u16,
+) -> Option<&'b Baseline<T>> {
+    let next = i32::from(last) + 1;
+    if i32::from(e.id) != next
+        || next > link.max_id()
+        || e.offset != Some(offset)
+        || e.path != DeltaPath::Unchanged
+    {
+        return None;
+    }
+    e.baseline
 }
 
 /// Bit-packed sizes of an entry's two residuals further apart than this leave the planned path alone: on the
@@ -507,11 +574,10 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
     link: &LinkConfig,
     config: &T::Config,
     values: &[T],
-    count: usize,
-    entries: impl Iterator<Item = &'e Entry<'b, T>>,
+    entries: &'e [Entry<'b, T>],
     mut priced: Option<&mut [Option<DeltaPath>]>,
 ) -> Result<(), CodecError> {
-    let mut count = count as u32;
+    let mut count = entries.len() as u32;
     s.count(ENTRY_COUNT, &mut count, u32::from(link.max_objects))?;
     let mut previous = None;
     let mut previous_gap_length = 0;
@@ -520,7 +586,9 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
     // History predictions are corrected by their neighbours' misses where the stream codes under contexts.
     let correct = S::CONTEXTS && T::uses_history(config);
     let mut neighbours = Neighbours::new();
-    for e in entries {
+    let mut at = 0;
+    while let Some(e) = entries.get(at) {
+        at += 1;
         let plain = match plain_next(S::CONTEXTS, link, previous, previous_offset) {
             Some(next) => {
                 let mut plain = e.id == next && e.offset == Some(previous_offset);
@@ -542,7 +610,17 @@ fn write_entries<'e, 'b: 'e, S: EntrySink, T: DeltaState + 'b>(
             {
                 serialize_unchanged(s, &mut DeltaPath::Unchanged, &b.state, around)?;
                 around.after_change = false;
-                previous = Some(e.id);
+                // The plain unchanged entries that continue this one, coded at once where the stream can.
+                let rest = entries.get(at..).unwrap_or_default();
+                let run = if correct {
+                    s.unchanged_run(link, rest, e.id, previous_offset, |b| {
+                        neighbours.nearness(b)
+                    })
+                } else {
+                    s.unchanged_run(link, rest, e.id, previous_offset, |_| 0)
+                };
+                at += run;
+                previous = Some(entries.get(at - 1).map_or(e.id, |l| l.id));
                 continue;
             }
         } else {
@@ -1056,8 +1134,7 @@ impl PacketWriter {
                         &link,
                         config,
                         &values,
-                        written.len(),
-                        written.iter(),
+                        &written,
                         Some(&mut priced),
                     )?;
                     let coded_bits = ((stream.finished_len() - base_len) * 8).max(8) as f64;
@@ -1119,8 +1196,7 @@ impl PacketWriter {
                         &link,
                         config,
                         &values,
-                        fitted.len(),
-                        fitted.iter(),
+                        &fitted,
                         Some(&mut priced),
                     )?;
                 } else {
@@ -1686,6 +1762,84 @@ fn named_baseline<'h, T: Copy>(
         })
 }
 
+/// A reading stream a section's entries are read from: a stream that codes under contexts (the range coder) may
+/// read a run of plain unchanged entries at once.
+trait EntrySource: Stream {
+    /// Reads the plain unchanged entries that continue a run after entry `last` (at most `left`), each as
+    /// [`read_section_entries`] reads one after another (the plain flag under the context after a run, the
+    /// unchanged flag after an unchanged entry, `near` its nearness class), their baselines at `offset` back from
+    /// `sequence` pushed to `out`, and returns how many it read. It stops before the first entry that is not one,
+    /// leaving it unread. By default none: [`read_section_entries`] reads each one.
+    #[allow(clippy::too_many_arguments)]
+    fn unchanged_run<T: DeltaState>(
+        &mut self,
+        _link: &LinkConfig,
+        _history: &ReceiveHistory<T>,
+        _ahead: &mut usize,
+        _sequence: u16,
+        _offset: u16,
+        _last: u16,
+        _left: u32,
+        _near: impl Fn(&T) -> usize,
+        _out: &mut Vec<(u16, T)>,
+    ) -> u32 {
+        0
+    }
+}
+
+impl EntrySource for BitReadStream<'_> {}
+
+impl EntrySource for ArithReadStream<'_> {
+    /// Both flags of each entry read on a copy of the decoder in locals ([`ArithReadStream::flag_run`]); none
+    /// read (each read by [`read_section_entries`]) by a stream tallying costs.
+    #[inline(always)]
+    fn unchanged_run<T: DeltaState>(
+        &mut self,
+        link: &LinkConfig,
+        history: &ReceiveHistory<T>,
+        ahead: &mut usize,
+        sequence: u16,
+        offset: u16,
+        last: u16,
+        left: u32,
+        near: impl Fn(&T) -> usize,
+        out: &mut Vec<(u16, T)>,
+    ) -> u32 {
+        let named = sequence.wrapping_sub(offset);
+        self.flag_run(|run| {
+            let mut id = last;
+            let mut taken = 0;
+            while taken < left && i32::from(id) < link.max_id() {
+                if run.flag(PLAIN[0]) != Some(true) {
+                    break;
+                }
+                let next = id + 1;
+                let Ok((_, b)) = named_baseline(history, ahead, next, named, sequence) else {
+                    break;
+                };
+                let around = Surroundings {
+                    after_change: false,
+                    near: near(b),
+                };
+                if run.flag(unchanged_context::<Self, T>(b, around)) != Some(true) {
+                    break;
+                }
+                run.keep();
+                id = next;
+                taken += 1;
+                // Pushed as a default and copied in place, as any unchanged entry.
+                let at = out.len();
+                out.push((id, T::default()));
+                if let Some(slot) = out.get_mut(at) {
+                    slot.1 = *b;
+                }
+            }
+            taken
+        })
+        .unwrap_or(0)
+    }
+}
+
 enum Source<'a> {
     Bit(BitReadStream<'a>),
     Arith(Box<ArithReadStream<'a>>),
@@ -1700,7 +1854,7 @@ pub struct PacketReader<'a> {
     source: Source<'a>,
 }
 
-fn read_section_entries<S: Stream, T: DeltaState>(
+fn read_section_entries<S: EntrySource, T: DeltaState>(
     s: &mut S,
     link: &LinkConfig,
     config: &T::Config,
@@ -1803,6 +1957,36 @@ fn read_section_entries<S: Stream, T: DeltaState>(
             out.push((id, T::default()));
             out[at].1 = *b;
             around.after_change = false;
+            // The plain unchanged entries that continue a plain one, read at once where the stream can.
+            if plain {
+                let run = if correct {
+                    s.unchanged_run(
+                        link,
+                        history,
+                        &mut ahead,
+                        sequence,
+                        previous_offset,
+                        id,
+                        left,
+                        |b| neighbours.nearness(b),
+                        &mut out,
+                    )
+                } else {
+                    s.unchanged_run(
+                        link,
+                        history,
+                        &mut ahead,
+                        sequence,
+                        previous_offset,
+                        id,
+                        left,
+                        |_| 0,
+                        &mut out,
+                    )
+                };
+                left -= run;
+                previous = Some(id + run as u16);
+            }
             continue;
         }
         // Decoded in place in the output, so that the state is copied once.
@@ -2372,6 +2556,100 @@ mod tests {
         assert!(sizes[2] <= 165, "{sizes:?}");
     }
 
+    /// Sessions of objects that mostly hold still (a full-state link, and a pose-only one, whose runs take the
+    /// nearness of changed neighbours), each datagram written and read twice: by a writer and a reader that take
+    /// runs of plain unchanged entries at once, and by ones tallying costs, which take each entry's flags one by
+    /// one. Both write the same bytes and read the states sent.
+    #[test]
+    fn runs_of_plain_unchanged_entries_code_as_entry_by_entry() {
+        let link = LinkConfig {
+            backend: Backend::Arith,
+            ..LinkConfig::default()
+        };
+        for (pose_only, seed) in [(false, 3), (false, 8), (true, 5), (true, 12)] {
+            let mut world = World::new(seed, 700);
+            let config = StateConfig {
+                pose_only,
+                ..world.config
+            };
+            let sent = |s: ObjectState| {
+                if pose_only {
+                    ObjectState {
+                        body: s.body.without_velocities(),
+                        ..s
+                    }
+                } else {
+                    s
+                }
+            };
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let order: Vec<u16> = (0..700).collect();
+            let mut trackers = [
+                AckTracker::new(link.max_objects),
+                AckTracker::new(link.max_objects),
+            ];
+            let mut histories = [
+                ReceiveHistory::new(link.max_objects),
+                ReceiveHistory::new(link.max_objects),
+            ];
+            for frame in 0..40u16 {
+                // About one object in twelve moves a little (the moving ones in a block of ids more often, so
+                // that changed entries come near each other); the rest hold still, at rest or not.
+                for (i, s) in world.states.iter_mut().enumerate() {
+                    let odds = if (200..260).contains(&i) { 0.5 } else { 0.06 };
+                    if rng.random_bool(odds) {
+                        s.body.position[0] += rng.random_range(1..40);
+                        s.body.position[2] -= rng.random_range(0..3);
+                    }
+                }
+                let header = PacketHeader {
+                    packet_type: 3,
+                    sequence: frame,
+                    ..PacketHeader::default()
+                };
+                let mut datagrams = Vec::new();
+                for (tally, tracker) in [false, true].into_iter().zip(&mut trackers) {
+                    let mut w = PacketWriter::new(&link, header).unwrap();
+                    if tally {
+                        w.track_costs();
+                    }
+                    w.write_section(&config, tracker, frame, &order, |id| {
+                        Some(sent(world.states[usize::from(id)]))
+                    })
+                    .unwrap();
+                    datagrams.push(w.finish());
+                }
+                assert_eq!(
+                    datagrams[0], datagrams[1],
+                    "{pose_only} {seed}, frame {frame}"
+                );
+                for (tally, history) in [false, true].into_iter().zip(&mut histories) {
+                    let mut r = PacketReader::new(&link, &datagrams[0]).unwrap();
+                    if tally {
+                        r.track_costs();
+                    }
+                    let (_, entries) = r.read_section::<ObjectState>(&config, history).unwrap();
+                    r.finish().unwrap();
+                    // Once every object has a baseline (the first datagrams carry states in full), most fit.
+                    assert!(
+                        frame < 20 || entries.len() > 300,
+                        "{pose_only} {seed} {frame}: {}",
+                        entries.len()
+                    );
+                    for (id, state) in entries {
+                        assert_eq!(state, sent(world.states[usize::from(id)]), "frame {frame}");
+                    }
+                }
+                // Acks lost now and then, the same for both senders.
+                if rng.random_bool(0.7) {
+                    for t in &mut trackers {
+                        t.process_acks(frame, 0);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn range_coded_entries_take_the_path_the_range_coder_prices_cheapest() {
         // Moving bodies 6 frames past their baselines, each pushed off its predicted course: the bit-packed plan
@@ -2452,8 +2730,7 @@ mod tests {
                 &link,
                 &config,
                 &values,
-                planned.len(),
-                planned.iter(),
+                &planned,
                 priced.then_some(&mut paths[..]),
             )
             .unwrap();
@@ -2965,16 +3242,7 @@ mod tests {
         entries: &[Entry<'_, ObjectState>],
     ) {
         let mut generic = BitWriteStream::new();
-        write_entries(
-            &mut generic,
-            link,
-            config,
-            values,
-            entries.len(),
-            entries.iter(),
-            None,
-        )
-        .unwrap();
+        write_entries(&mut generic, link, config, values, entries, None).unwrap();
         let mut packed = BitWriteStream::new();
         write_entries_packed(
             &mut packed,
@@ -3227,6 +3495,8 @@ mod tests {
 
     /// A bit-packing reader that reads every flag on its own: it keeps [`Stream::take_ones`]'s default.
     struct Flagwise<'a>(BitReadStream<'a>);
+
+    impl EntrySource for Flagwise<'_> {}
 
     impl Stream for Flagwise<'_> {
         const READING: bool = true;
