@@ -1733,21 +1733,31 @@ fn read_section_entries<S: Stream, T: DeltaState>(
         let next = previous.map_or(0, |p| i32::from(p) + 1);
         if !S::CONTEXTS && previous_offset != 0 && next <= link.max_id() && s.take_ones(4) {
             let named = sequence.wrapping_sub(previous_offset);
+            // The entries after it that continue the run, up to the link's last id and within the count: their
+            // flags are taken at once, then their baselines a block of the history at a time.
+            let more = s.take_ones_repeated(4, left.min((link.max_id() - next) as u32));
+            left -= more;
+            let last = next as u16 + more as u16;
             let mut id = next as u16;
             loop {
-                let (_, b) = named_baseline(history, &mut ahead, id, named, sequence)?;
-                // Pushed as a default and then copied in place, as below: a state built in a temporary first
-                // cost more than the four flags it saves (a wide copy stalled on the stores just made).
-                let at = out.len();
-                out.push((id, T::default()));
-                out[at].1 = *b;
-                if left == 0 || i32::from(id) >= link.max_id() || !s.take_ones(4) {
+                let end = last.min(id | (HISTORY_BLOCK - 1) as u16);
+                let block = usize::from(id) / HISTORY_BLOCK;
+                if block != ahead {
+                    ahead = block;
+                    history.prefetch_block_after(id, named, sequence);
+                }
+                history
+                    .extend_with_run(id, end, named, &mut out)
+                    .map_err(|object| CodecError::MissingBaseline {
+                        object,
+                        sequence: named,
+                    })?;
+                if end == last {
                     break;
                 }
-                left -= 1;
-                id += 1;
+                id = end + 1;
             }
-            previous = Some(id);
+            previous = Some(last);
             previous_gap_length = 0;
             around.after_change = false;
             continue;
