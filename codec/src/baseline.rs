@@ -454,6 +454,60 @@ impl<T: Copy> ReceiveHistory<T> {
         (tag.sequence == sequence).then_some((tag.frame, &block.states[k].0))
     }
 
+    /// Appends `(id, state)` for each object `first..=last` (ids of one block of [`HISTORY_BLOCK`]) from its state
+    /// received in packet `sequence`, as [`ReceiveHistory::get_ref`] of each in turn would find it: a decoder's run
+    /// of unchanged entries, whose tags are checked and states copied a block at a time rather than each looked up
+    /// on its own. `Err` names the first of them whose state is not held, with nothing appended.
+    #[inline]
+    pub(crate) fn extend_with_run(
+        &self,
+        first: u16,
+        last: u16,
+        sequence: u16,
+        out: &mut Vec<(u16, T)>,
+    ) -> Result<(), u16>
+    where
+        T: Default,
+    {
+        let (i, j) = (usize::from(first), usize::from(last));
+        debug_assert!(i <= j && i / HISTORY_BLOCK == j / HISTORY_BLOCK);
+        // Objects past those kept hold nothing: the run's ids up to the last one kept are checked, and if they
+        // all hold a state, the first past them is the one missing.
+        let Some(kept) = self.newest.len().checked_sub(1).map(|k| j.min(k)) else {
+            return Err(first);
+        };
+        if i > kept {
+            return Err(first);
+        }
+        let block = self
+            .slots
+            .get(slot_of(sequence) * self.blocks + i / HISTORY_BLOCK)
+            .and_then(|b| b.as_deref())
+            .ok_or(first)?;
+        let (k, l) = (i % HISTORY_BLOCK, kept % HISTORY_BLOCK);
+        let (Some(tags), Some(states)) = (block.tags.0.get(k..=l), block.states.get(k..=l)) else {
+            return Err(first);
+        };
+        // A slot's tag names a sequence of the slot only when it holds a state, so equality is enough.
+        if let Some(missing) = tags.iter().position(|t| t.sequence != sequence) {
+            return Err(first + missing as u16);
+        }
+        if kept < j {
+            return Err(kept as u16 + 1);
+        }
+        // Made room for as defaults and then copied in place: states collected as new pairs went through a
+        // temporary on the stack, whose wide loads stalled on the narrow stores just made to it.
+        let at = out.len();
+        out.resize(at + states.len(), (0, T::default()));
+        let mut id = first;
+        for (to, state) in out[at..].iter_mut().zip(states) {
+            to.0 = id;
+            to.1 = state.0;
+            id = id.wrapping_add(1);
+        }
+        Ok(())
+    }
+
     /// Starts loading the blocks that the entries after object `id` in a datagram (ids ascending) read their
     /// baselines from, in packet `baseline`'s slot, and store their states into, in packet `sequence`'s slot: the
     /// next block of [`HISTORY_BLOCK`] ids in each, whole. A decoder calls it as its entries enter a block, so the
@@ -667,6 +721,52 @@ mod tests {
         assert!((0..3).all(|s| h.get(1, s).map(|b| b.state) == Some(10 + s)));
         h.reset();
         assert!(h.get(1, 2).is_none() && h.get(0, 7).is_none());
+    }
+
+    #[test]
+    fn a_run_taken_a_block_at_a_time_is_its_states_looked_up_one_by_one() {
+        // A history with holes (objects never stored, slots overwritten by later packets, forgotten objects) of a
+        // scene whose last block is partly past its objects: a run's states taken at once must be each state
+        // get_ref finds, or the first id it does not find, with nothing taken.
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let objects = 40u16;
+        let mut h = ReceiveHistory::<u64>::new(objects);
+        for sequence in 0..300u16 {
+            for id in 0..objects {
+                if rng.random_bool(0.9) {
+                    h.insert(
+                        id,
+                        sequence,
+                        sequence / 2,
+                        u64::from(sequence) << 16 | u64::from(id),
+                    );
+                }
+            }
+            if rng.random_bool(0.05) {
+                h.forget(rng.random_range(0..objects));
+            }
+        }
+        for trial in 0..5000 {
+            let sequence = rng.random_range(150..310u16);
+            let first = rng.random_range(0..48u16);
+            let last = rng.random_range(first..=(first | 15));
+            let mut out = vec![(7, 7)];
+            let got = h.extend_with_run(first, last, sequence, &mut out);
+            let expected: Result<Vec<(u16, u64)>, u16> = (first..=last)
+                .map(|id| h.get_ref(id, sequence).map(|(_, &s)| (id, s)).ok_or(id))
+                .collect();
+            match expected {
+                Ok(states) => {
+                    assert_eq!(got, Ok(()), "trial {trial}");
+                    assert_eq!(out[1..], states[..], "trial {trial}");
+                }
+                Err(id) => {
+                    assert_eq!(got, Err(id), "trial {trial}");
+                    assert_eq!(out, [(7, 7)], "trial {trial}");
+                }
+            }
+        }
     }
 
     #[test]

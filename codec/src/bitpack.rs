@@ -280,6 +280,35 @@ impl Stream for BitReadStream<'_> {
         all
     }
 
+    /// The one bits at the top of the accumulator counted at once, instead of [`Stream::take_ones`] a group at a
+    /// time: a run of unchanged entries is a few words of ones.
+    #[inline]
+    fn take_ones_repeated(&mut self, bits: u32, most: u32) -> u32 {
+        if !(1..=32).contains(&bits) {
+            return 0;
+        }
+        let mut taken = 0;
+        while taken < most {
+            if self.acc_bits < bits {
+                self.refill();
+                if self.acc_bits < bits {
+                    break;
+                }
+            }
+            let held = self.acc_bits;
+            // 1 <= held <= 64: the shift is below 64. The bits below the held ones come in as zeros.
+            let ones = (!(self.acc << (64 - held))).leading_zeros().min(held);
+            let groups = (ones / bits).min(most - taken);
+            self.acc_bits -= groups * bits;
+            taken += groups;
+            // A zero among the held bits ends the run; held ones all taken, the next word may go on with it.
+            if ones < held {
+                break;
+            }
+        }
+        taken
+    }
+
     #[inline(always)]
     fn packed(&mut self, ctx: Ctx, value: &mut u64, bits: u32) -> Result<(), CodecError> {
         if bits > 64 {
@@ -468,6 +497,52 @@ mod tests {
         // Past the end: nothing to take.
         let mut empty = BitReadStream::new(&[]);
         assert!(!empty.take_ones(1));
+    }
+
+    #[test]
+    fn ones_taken_at_once_are_the_ones_taken_group_by_group() {
+        // Streams of long runs of ones broken by a few zeros, cut anywhere: taking groups of ones at once must take
+        // as many as taking them one group at a time, and leave the reader where that leaves it.
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(10);
+        for trial in 0..2000 {
+            let mut w = BitWriteStream::new();
+            for _ in 0..rng.random_range(0..40) {
+                let mut v = if rng.random_bool(0.05) {
+                    rng.random_range(0..=u32::MAX)
+                } else {
+                    u32::MAX
+                };
+                let n = rng.random_range(1..=32);
+                w.bits(C, &mut (v >> (32 - n)), n).unwrap();
+                v = 0;
+                if rng.random_bool(0.1) {
+                    w.bits(C, &mut v, 1).unwrap();
+                }
+            }
+            let bytes = w.finish();
+            let bits = rng.random_range(0..=34);
+            let most = rng.random_range(0..300);
+            let (mut at_once, mut by_group) =
+                (BitReadStream::new(&bytes), BitReadStream::new(&bytes));
+            // Two reads at different positions: from the start, and after a few bits.
+            for _ in 0..2 {
+                let taken = at_once.take_ones_repeated(bits, most);
+                let mut expected = 0;
+                while expected < most && by_group.take_ones(bits) {
+                    expected += 1;
+                }
+                assert_eq!(taken, expected, "trial {trial}");
+                assert_eq!(at_once.bits_left(), by_group.bits_left(), "trial {trial}");
+                let skip = rng.random_range(1..8).min(at_once.bits_left() as u32);
+                let (mut a, mut b) = (0, 0);
+                if skip > 0 {
+                    at_once.bits(C, &mut a, skip).unwrap();
+                    by_group.bits(C, &mut b, skip).unwrap();
+                }
+                assert_eq!(a, b, "trial {trial}");
+            }
+        }
     }
 
     #[test]

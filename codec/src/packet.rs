@@ -147,6 +147,9 @@ struct Entry<'b, T> {
     /// The prediction from the baseline, if any: an index into the section's values.
     prediction: Option<u32>,
     baseline: Option<&'b Baseline<T>>,
+    /// Entries after this one that continue its run as the bit-packing writer's selection took them (see
+    /// [`Selection::extend_run`]): the next `run` ids, each unchanged since its baseline, at this entry's offset.
+    run: u16,
 }
 
 /// [`Entry::state`] of an entry whose state is its baseline's (an unchanged one).
@@ -165,6 +168,7 @@ impl<'b, T> Entry<'b, T> {
             state: SAME_AS_BASELINE,
             prediction: None,
             baseline: Some(baseline),
+            run: 0,
         }
     }
 
@@ -718,77 +722,102 @@ fn write_entries_packed<'e, 'b: 'e, T: DeltaState + 'b>(
             && first <= link.max_id()
             && e.offset == Some(previous_offset)
             && e.baseline.is_some()
+            && i32::from(e.id) + i32::from(e.run) <= link.max_id()
         {
-            first += 1;
-            run += 1;
-            if run == RUN_FLUSH {
-                put_run(s, &mut run)?;
-            }
+            // It and its run.
+            first += 1 + i32::from(e.run);
+            run += 1 + u32::from(e.run);
+            flush_full_runs(s, &mut run)?;
             continue;
         }
         put_run(s, &mut run)?;
-        if i32::from(e.id) > link.max_id() {
-            return Err(CodecError::Invalid {
-                field: ID_GAP[0].name,
-            });
-        }
-        let (mut code, mut bits) = id_code(length_bits, i32::from(e.id) - first)?;
-        first = i32::from(e.id) + 1;
-        let mut push = |value: u64, width: u32| {
-            code = code << width | value;
-            bits += width;
-        };
-        match e.offset {
-            None => push(0, 1),
-            Some(o) if o == previous_offset => push(0b11, 2),
-            Some(o) => {
-                if !(1..=MAX_BASELINE_OFFSET).contains(&o) {
-                    return Err(CodecError::Invalid { field: OFFSET.name });
+        'entry: {
+            if i32::from(e.id) > link.max_id() {
+                return Err(CodecError::Invalid {
+                    field: ID_GAP[0].name,
+                });
+            }
+            let (mut code, mut bits) = id_code(length_bits, i32::from(e.id) - first)?;
+            first = i32::from(e.id) + 1;
+            let mut push = |value: u64, width: u32| {
+                code = code << width | value;
+                bits += width;
+            };
+            match e.offset {
+                None => push(0, 1),
+                Some(o) if o == previous_offset => push(0b11, 2),
+                Some(o) => {
+                    if !(1..=MAX_BASELINE_OFFSET).contains(&o) {
+                        return Err(CodecError::Invalid { field: OFFSET.name });
+                    }
+                    push(0b10, 2);
+                    push(
+                        u64::from(o - 1),
+                        bits_for(u32::from(MAX_BASELINE_OFFSET) - 1),
+                    );
+                    previous_offset = o;
                 }
-                push(0b10, 2);
-                push(
-                    u64::from(o - 1),
-                    bits_for(u32::from(MAX_BASELINE_OFFSET) - 1),
-                );
-                previous_offset = o;
             }
-        }
-        let mut path = e.path;
-        let Some(base) = e.baseline else {
+            let mut path = e.path;
+            let Some(base) = e.baseline else {
+                s.packed(HAS_BASELINE, &mut code, bits)?;
+                let mut state = *e.state(values);
+                serialize_entry_lazy(
+                    s,
+                    config,
+                    &mut state,
+                    &mut path,
+                    None,
+                    Surroundings::default(),
+                    |_| Ok(Prediction::<&T>::None),
+                )?;
+                break 'entry;
+            };
+            let unchanged = path == DeltaPath::Unchanged;
+            push(u64::from(unchanged), 1);
             s.packed(HAS_BASELINE, &mut code, bits)?;
-            let mut state = *e.state(values);
-            serialize_entry_lazy(
-                s,
-                config,
-                &mut state,
-                &mut path,
-                None,
-                Surroundings::default(),
-                |_| Ok(Prediction::<&T>::None),
-            )?;
-            continue;
-        };
-        let unchanged = path == DeltaPath::Unchanged;
-        push(u64::from(unchanged), 1);
-        s.packed(HAS_BASELINE, &mut code, bits)?;
-        if unchanged {
-            continue;
-        }
-        let mut state = *e.state(values);
-        let mut older = e.older;
-        serialize_changed(s, config, &mut state, &mut path, &base.state, |s| {
-            if history {
-                serialize_older(s, &mut older)?;
+            if unchanged {
+                break 'entry;
             }
-            Ok(e.prediction(values)
-                .map_or(Prediction::None, Prediction::Made))
-        })?;
+            let mut state = *e.state(values);
+            let mut older = e.older;
+            serialize_changed(s, config, &mut state, &mut path, &base.state, |s| {
+                if history {
+                    serialize_older(s, &mut older)?;
+                }
+                Ok(e.prediction(values)
+                    .map_or(Prediction::None, Prediction::Made))
+            })?;
+        }
+        // The entries that continue its run, as the branch above takes each of them: the next ids, unchanged,
+        // against the offset this one left named (the selection takes them only after an entry that names one).
+        if e.run > 0 {
+            if e.offset.is_none() || i32::from(e.id) + i32::from(e.run) > link.max_id() {
+                return Err(CodecError::Invalid {
+                    field: ID_GAP[0].name,
+                });
+            }
+            first += i32::from(e.run);
+            run = u32::from(e.run);
+            flush_full_runs(s, &mut run)?;
+        }
     }
     put_run(s, &mut run)
 }
 
 /// Entries of a run [`write_entries_packed`] writes at once: 64 bits.
 const RUN_FLUSH: u32 = 16;
+
+/// Writes [`RUN_FLUSH`] entries of `run` at a time while it has that many (see [`put_run`]).
+#[inline(always)]
+fn flush_full_runs(s: &mut BitWriteStream, run: &mut u32) -> Result<(), CodecError> {
+    while *run >= RUN_FLUSH {
+        let mut full = RUN_FLUSH;
+        put_run(s, &mut full)?;
+        *run -= RUN_FLUSH;
+    }
+    Ok(())
+}
 
 /// Writes the four one bits of each of `run` unchanged entries that continue a run (`run <= RUN_FLUSH`), and
 /// empties it.
@@ -999,7 +1028,8 @@ impl PacketWriter {
                         };
                         let mut l = Last { id, offset, after };
                         misses = 0;
-                        // The entries known unchanged that continue this one, as the loop above would take them.
+                        // The entries known unchanged that continue this one, as the loop above would take them: each
+                        // one more id in this entry's run, not an entry of its own.
                         while let Some(entry) = candidates.next_in_run(&l) {
                             let grown = chosen.total + chosen.run_bits_after(&link, &l);
                             if grown > room_bits {
@@ -1007,7 +1037,7 @@ impl PacketWriter {
                                 break;
                             }
                             l.id = entry.id;
-                            chosen.insert(entry, 1, grown);
+                            chosen.extend_run(&entry, grown);
                         }
                         last = Some(l);
                     } else {
@@ -1015,7 +1045,8 @@ impl PacketWriter {
                     }
                 }
                 let before = s.bits_written();
-                // The ids ascending, gathered as they are written rather than by a second walk of the bitmap.
+                // The ids ascending, gathered as they are written rather than by a second walk of the bitmap; an
+                // entry's run follows it.
                 let mut ids = Vec::with_capacity(chosen.len());
                 write_entries_packed(
                     s,
@@ -1023,19 +1054,38 @@ impl PacketWriter {
                     config,
                     &values,
                     chosen.len(),
-                    chosen.sorted().inspect(|e| ids.push(e.id)),
+                    chosen.sorted().inspect(|e| {
+                        ids.push(e.id);
+                        if e.run > 0 {
+                            ids.extend((1..=e.run).map(|k| e.id.wrapping_add(k)));
+                        }
+                    }),
                 )?;
                 debug_assert_eq!(
                     s.bits_written() - before,
                     chosen.total,
                     "section size estimate"
                 );
-                // In the order chosen: a walk over the selection's slice, cheaper than its bitmap walk.
-                let sent_ids = chosen.in_priority_order().map(|e| e.id).collect();
-                let sent = chosen
+                // In the order chosen: a walk over the selection's slice, cheaper than its bitmap walk. Then the
+                // ids of the entries' runs, each state its baseline's (an ack updates each object on its own, so
+                // the order is free): collected so, a section without runs records its states as fast as before.
+                let mut sent_ids: Vec<u16> = chosen.in_priority_order().map(|e| e.id).collect();
+                let mut sent: Vec<T> = chosen
                     .in_priority_order()
                     .map(|e| *e.state(&values))
                     .collect();
+                if chosen.len() > sent_ids.len() {
+                    sent_ids.reserve(chosen.len() - sent_ids.len());
+                    sent.reserve(chosen.len() - sent.len());
+                    for e in chosen.in_priority_order().filter(|e| e.run > 0) {
+                        for id in (e.id..e.id.saturating_add(e.run)).map(|id| id + 1) {
+                            if let Some(b) = candidates.baselines.baseline(id, sequence) {
+                                sent_ids.push(id);
+                                sent.push(b.state);
+                            }
+                        }
+                    }
+                }
                 (ids, sent_ids, sent)
             }
             Sink::Arith { header, stream } => {
@@ -1407,6 +1457,7 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                 state: values.len() as u32,
                 prediction: index,
                 baseline: base,
+                run: 0,
             };
             values.push(state);
             return Ok(Some((entry, decision.bits + history_bits)));
@@ -1494,6 +1545,8 @@ struct Selection<'b, T> {
     offsets: Vec<u16>,
     /// Bit-packed size of the section as [`write_entries`] writes the chosen entries.
     total: u64,
+    /// Entries chosen, those in runs included (see [`Selection::extend_run`]).
+    count: usize,
 }
 
 impl<'b, T: Copy> Selection<'b, T> {
@@ -1517,6 +1570,7 @@ impl<'b, T: Copy> Selection<'b, T> {
             ids,
             offsets,
             total: u64::from(bits_for(u32::from(link.max_objects))),
+            count: 0,
         }
     }
 
@@ -1529,7 +1583,7 @@ impl<'b, T: Copy> Selection<'b, T> {
     }
 
     fn len(&self) -> usize {
-        self.entries.len()
+        self.count
     }
 
     fn is_empty(&self) -> bool {
@@ -1666,6 +1720,26 @@ impl<'b, T: Copy> Selection<'b, T> {
         self.index_of[id] = self.entries.len() as u32;
         self.offsets[id] = entry.offset.unwrap_or(0);
         self.entries.push((entry, own));
+        self.count += 1;
+        self.total = grown;
+    }
+
+    /// Adds `entry`, which continues the run after the entry inserted last (see [`Candidates::next_in_run`]), as
+    /// one more id of that entry's run rather than an entry of its own: no entry to store, sort and write for
+    /// most of a datagram's unchanged entries. Its marginal size is `grown - total`.
+    #[inline(always)]
+    fn extend_run(&mut self, entry: &Entry<'b, T>, grown: u64) {
+        let id = usize::from(entry.id);
+        self.ids[id / 64] |= 1 << (id % 64);
+        self.offsets[id] = entry.offset.unwrap_or(0);
+        if let Some((head, _)) = self.entries.last_mut() {
+            debug_assert_eq!(
+                u32::from(head.id) + u32::from(head.run) + 1,
+                u32::from(entry.id)
+            );
+            head.run += 1;
+        }
+        self.count += 1;
         self.total = grown;
     }
 
@@ -1680,7 +1754,17 @@ impl<'b, T: Copy> Selection<'b, T> {
             }
             let id = word * 64 + bits.trailing_zeros() as usize;
             bits &= bits - 1;
-            self.entries.get(self.index_of[id] as usize)
+            let entry = self.entries.get(self.index_of[id] as usize)?;
+            // The ids of its run are no entries of their own: the walk goes on after them.
+            if entry.0.run > 0 {
+                let next = id + usize::from(entry.0.run) + 1;
+                word = next / 64;
+                bits = self
+                    .ids
+                    .get(word)
+                    .map_or(0, |w| w & !((1u64 << (next % 64)) - 1));
+            }
+            Some(entry)
         })
     }
 
@@ -1710,9 +1794,11 @@ impl<'b, T: Copy> Selection<'b, T> {
             let Some((e, own)) = self.entries.pop() else {
                 break;
             };
-            let id = usize::from(e.id);
-            self.ids[id / 64] &= !(1 << (id % 64));
-            self.offsets[id] = 0;
+            for id in usize::from(e.id)..=usize::from(e.id) + usize::from(e.run) {
+                self.ids[id / 64] &= !(1 << (id % 64));
+                self.offsets[id] = 0;
+            }
+            self.count -= 1 + usize::from(e.run);
             // An entry's own bits, plus a few for its id and baseline fields.
             freed += (own + 4) as f64;
             dropped.push((e, own));
@@ -1730,10 +1816,13 @@ impl<'b, T: Copy> Selection<'b, T> {
             total += id_bits(link, i32::from(e.id) - first)
                 + offset_bits(e.offset, previous_offset)
                 + own;
-            previous = Some(e.id);
+            previous = Some(e.id + e.run);
             if let Some(o) = e.offset {
                 previous_offset = o;
             }
+            // Its run: the next ids, each with a one-bit gap, the same offset and its unchanged flag.
+            total +=
+                u64::from(e.run) * (id_bits(link, 0) + offset_bits(e.offset, previous_offset) + 1);
         }
         total
     }
@@ -1887,21 +1976,31 @@ fn read_section_entries<S: EntrySource, T: DeltaState>(
         let next = previous.map_or(0, |p| i32::from(p) + 1);
         if !S::CONTEXTS && previous_offset != 0 && next <= link.max_id() && s.take_ones(4) {
             let named = sequence.wrapping_sub(previous_offset);
+            // The entries after it that continue the run, up to the link's last id and within the count: their
+            // flags are taken at once, then their baselines a block of the history at a time.
+            let more = s.take_ones_repeated(4, left.min((link.max_id() - next) as u32));
+            left -= more;
+            let last = next as u16 + more as u16;
             let mut id = next as u16;
             loop {
-                let (_, b) = named_baseline(history, &mut ahead, id, named, sequence)?;
-                // Pushed as a default and then copied in place, as below: a state built in a temporary first
-                // cost more than the four flags it saves (a wide copy stalled on the stores just made).
-                let at = out.len();
-                out.push((id, T::default()));
-                out[at].1 = *b;
-                if left == 0 || i32::from(id) >= link.max_id() || !s.take_ones(4) {
+                let end = last.min(id | (HISTORY_BLOCK - 1) as u16);
+                let block = usize::from(id) / HISTORY_BLOCK;
+                if block != ahead {
+                    ahead = block;
+                    history.prefetch_block_after(id, named, sequence);
+                }
+                history
+                    .extend_with_run(id, end, named, &mut out)
+                    .map_err(|object| CodecError::MissingBaseline {
+                        object,
+                        sequence: named,
+                    })?;
+                if end == last {
                     break;
                 }
-                left -= 1;
-                id += 1;
+                id = end + 1;
             }
-            previous = Some(id);
+            previous = Some(last);
             previous_gap_length = 0;
             around.after_change = false;
             continue;
@@ -2390,9 +2489,14 @@ mod tests {
         let mut last_change = vec![0u64; n];
         let mut previous = world.states.clone();
         let (mut plain_calls, mut revised_calls) = (0, 0);
+        // Blocks of ten neighbours that never move: runs of known unchanged entries.
+        let still = world.states.clone();
         for frame in 0..200u16 {
             world.step();
             for (i, s) in world.states.iter_mut().enumerate() {
+                if i % 30 < 10 {
+                    *s = still[i];
+                }
                 if i % 8 == 4 {
                     s.authority = u8::from(frame / 3 % 2 == 0);
                 }
@@ -2406,8 +2510,17 @@ mod tests {
             let skipped = |id: u16| id % 50 == 7 && frame % 2 == 1;
             priorities.add_all(&vec![1.0; n]);
             // Every other frame, the objects that moved first and then the others ascending, as a datagram filled
-            // with what changed orders them: runs of known unchanged entries up to the budget's edge.
-            let order = if frame % 2 == 0 {
+            // with what changed orders them: runs of known unchanged entries up to the budget's edge. Every sixth,
+            // blocks of ten ids from the last block down: runs that end where the next block's entry begins, so
+            // that the entry that heads a run continues the run before it on the wire.
+            let order = if frame % 6 == 3 {
+                (0..n as u16)
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .chunks(10)
+                    .flat_map(|c| c.iter().rev().copied())
+                    .collect()
+            } else if frame % 2 == 0 {
                 priorities.order()
             } else {
                 let (mut moved, rest): (Vec<u16>, Vec<u16>) =
@@ -2719,6 +2832,7 @@ mod tests {
                     },
                     prediction: index,
                     baseline: Some(b),
+                    run: 0,
                 }
             })
             .collect();
@@ -2874,6 +2988,7 @@ mod tests {
                         state: values.len() as u32 - 1,
                         prediction: index,
                         baseline: Some(b),
+                        run: 0,
                     });
                 }
                 let mut s = ArithWriteStream::new();
@@ -3303,6 +3418,7 @@ mod tests {
                     state: values.len() as u32 - 1,
                     prediction: index,
                     baseline: with_base.then_some(base),
+                    run: 0,
                 });
                 id += 1;
             }
@@ -3347,6 +3463,7 @@ mod tests {
                     state: SAME_AS_BASELINE,
                     prediction: None,
                     baseline: None,
+                    run: 0,
                 };
                 let own = rng.random_range(1..90);
                 let general = chosen.marginal_bits(&link, &entry, own);
@@ -3412,6 +3529,7 @@ mod tests {
                     state: values.len() as u32 - 1,
                     prediction: None,
                     baseline: with_base.then_some(base),
+                    run: 0,
                 });
                 id = id.saturating_add(if kind == 3 { 3 } else { 1 });
             }

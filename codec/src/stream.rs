@@ -102,6 +102,16 @@ pub trait Stream {
         false
     }
 
+    /// [`Stream::take_ones`] of `bits` bits, up to `most` times in a row while it takes them: how many times it
+    /// did. A reader takes a run of unchanged entries so, and then their baselines at once.
+    fn take_ones_repeated(&mut self, bits: u32, most: u32) -> u32 {
+        let mut taken = 0;
+        while taken < most && self.take_ones(bits) {
+            taken += 1;
+        }
+        taken
+    }
+
     /// Serializes a `u8`.
     fn u8(&mut self, ctx: Ctx, value: &mut u8) -> Result<(), CodecError> {
         let mut v = u32::from(*value);
