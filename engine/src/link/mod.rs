@@ -111,6 +111,19 @@ pub struct Outgoing<'a> {
     pub avatars: &'a [TimedAvatar],
 }
 
+impl Outgoing<'_> {
+    /// A frame with nothing to send but acks: what a receiver that sends no state of its own answers with.
+    pub fn acks_only(frame: u64) -> Self {
+        Outgoing {
+            frame,
+            objects: &[],
+            revisions: None,
+            priorities: &[],
+            avatars: &[],
+        }
+    }
+}
+
 /// A datagram built by [`StateLink::build_packet`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SentPacket {

@@ -73,13 +73,7 @@ fn states_arrive_exactly_and_shrink_once_acks_flow() {
             assert_eq!(*s, states[usize::from(*id)]);
         }
         // b answers with an empty datagram that carries its acks.
-        let empty = Outgoing {
-            frame,
-            objects: &[],
-            revisions: None,
-            priorities: &[],
-            avatars: &[],
-        };
+        let empty = Outgoing::acks_only(frame);
         let back = b.build_packet(now, &empty).unwrap().unwrap();
         assert!(back.objects.is_empty());
         a.receive(now, &back.bytes).unwrap();
@@ -130,13 +124,7 @@ fn the_byte_budget_and_the_send_rate_hold() {
     let mut a = StateLink::new(slow).unwrap();
     let sent = (0..600u64)
         .filter(|&frame| {
-            let out = Outgoing {
-                frame,
-                objects: &[],
-                revisions: None,
-                priorities: &[],
-                avatars: &[],
-            };
+            let out = Outgoing::acks_only(frame);
             a.build_packet(FRAME * frame as u32, &out)
                 .unwrap()
                 .is_some()
@@ -168,13 +156,7 @@ fn round_trip_and_loss_are_estimated_from_acks() {
         if rng.random_bool(0.8) {
             to_b.push_back((frame + delay, p.bytes));
         }
-        let empty = Outgoing {
-            frame,
-            objects: &[],
-            revisions: None,
-            priorities: &[],
-            avatars: &[],
-        };
+        let empty = Outgoing::acks_only(frame);
         let q = b.build_packet(now, &empty).unwrap().unwrap();
         to_a.push_back((frame + delay, q.bytes));
         while to_b.front().is_some_and(|(at, _)| *at <= frame) {
@@ -249,13 +231,7 @@ fn hostile_and_stale_datagrams() {
         ..LinkSettings::default()
     };
     let mut c = StateLink::new(other).unwrap();
-    let empty = Outgoing {
-        frame: 0,
-        objects: &[],
-        revisions: None,
-        priorities: &[],
-        avatars: &[],
-    };
+    let empty = Outgoing::acks_only(0);
     let wrong = c.build_packet(Duration::ZERO, &empty).unwrap().unwrap();
     assert_eq!(
         b.receive(Duration::ZERO, &wrong.bytes),
@@ -276,13 +252,7 @@ fn acks_sent_before_anything_arrived_promote_nothing() {
     let mut a = StateLink::new(LinkSettings::default()).unwrap();
     let mut b = StateLink::new(LinkSettings::default()).unwrap();
     let n = 5;
-    let empty = Outgoing {
-        frame: 0,
-        objects: &[],
-        revisions: None,
-        priorities: &[],
-        avatars: &[],
-    };
+    let empty = Outgoing::acks_only(0);
     // a's first datagram is lost; b, having received nothing, answers anyway.
     let states = objects(n, 0);
     let priorities = vec![1.0; n];
@@ -432,13 +402,7 @@ fn exchange(
     };
     let sent = a.build_packet(now, &out).unwrap().expect("one a frame");
     let got = b.receive(now, &sent.bytes).expect("every datagram decodes");
-    let empty = Outgoing {
-        frame,
-        objects: &[],
-        revisions: None,
-        priorities: &[],
-        avatars: &[],
-    };
+    let empty = Outgoing::acks_only(frame);
     let ack = b.build_packet(now, &empty).unwrap().expect("one a frame");
     a.receive(now, &ack.bytes).unwrap();
     got
@@ -510,13 +474,7 @@ fn reported_loss_agrees_with_what_the_link_lost() {
             } else {
                 dropped += 1;
             }
-            let empty = Outgoing {
-                frame,
-                objects: &[],
-                revisions: None,
-                priorities: &[],
-                avatars: &[],
-            };
+            let empty = Outgoing::acks_only(frame);
             to_a.push_back((
                 frame + 3,
                 b.build_packet(now, &empty).unwrap().unwrap().bytes,
@@ -670,13 +628,7 @@ fn a_link_that_names_revisions_sends_the_bytes_of_one_that_compares() {
             {
                 b.receive(now, &p.bytes).unwrap();
             }
-            let empty = Outgoing {
-                frame,
-                objects: &[],
-                revisions: None,
-                priorities: &[],
-                avatars: &[],
-            };
+            let empty = Outgoing::acks_only(frame);
             if let Some(ack) = b.build_packet(now, &empty).unwrap()
                 && rng.random::<f64>() > 0.2
             {

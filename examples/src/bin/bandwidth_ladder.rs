@@ -793,13 +793,7 @@ impl LinkVariant {
                 self.in_flight.push((at, p.bytes.clone()));
             }
         }
-        let empty = Outgoing {
-            frame,
-            objects: &[],
-            revisions: None,
-            priorities: &[],
-            avatars: &[],
-        };
+        let empty = Outgoing::acks_only(frame);
         if let Some(p) = self
             .receiver
             .build_packet(now, &empty)
