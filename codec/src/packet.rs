@@ -708,87 +708,31 @@ fn write_entries_packed<'e, 'b: 'e, T: DeltaState + 'b>(
 ) -> Result<(), CodecError> {
     let mut count = count as u32;
     s.count(ENTRY_COUNT, &mut count, u32::from(link.max_objects))?;
-    let length_bits = link.gap_length_bits();
-    let history = T::uses_history(config);
-    // The smallest id the next entry may have, and the baseline offset named last.
-    let mut first = 0i32;
-    let mut previous_offset = 0u16;
+    let mut at = PackedPlace {
+        first: 0,
+        previous_offset: 0,
+        length_bits: link.gap_length_bits(),
+        history: T::uses_history(config),
+    };
     // Unchanged entries not yet written that continue a run (each the next id, against the baseline offset named
     // last): four one bits each (the next-id flag, the same-offset field, the unchanged flag), written together.
     let mut run = 0u32;
     for e in entries {
         if e.path == DeltaPath::Unchanged
-            && i32::from(e.id) == first
-            && first <= link.max_id()
-            && e.offset == Some(previous_offset)
+            && i32::from(e.id) == at.first
+            && at.first <= link.max_id()
+            && e.offset == Some(at.previous_offset)
             && e.baseline.is_some()
             && i32::from(e.id) + i32::from(e.run) <= link.max_id()
         {
             // It and its run.
-            first += 1 + i32::from(e.run);
+            at.first += 1 + i32::from(e.run);
             run += 1 + u32::from(e.run);
             flush_full_runs(s, &mut run)?;
             continue;
         }
         put_run(s, &mut run)?;
-        'entry: {
-            if i32::from(e.id) > link.max_id() {
-                return Err(CodecError::Invalid {
-                    field: ID_GAP[0].name,
-                });
-            }
-            let (mut code, mut bits) = id_code(length_bits, i32::from(e.id) - first)?;
-            first = i32::from(e.id) + 1;
-            let mut push = |value: u64, width: u32| {
-                code = code << width | value;
-                bits += width;
-            };
-            match e.offset {
-                None => push(0, 1),
-                Some(o) if o == previous_offset => push(0b11, 2),
-                Some(o) => {
-                    if !(1..=MAX_BASELINE_OFFSET).contains(&o) {
-                        return Err(CodecError::Invalid { field: OFFSET.name });
-                    }
-                    push(0b10, 2);
-                    push(
-                        u64::from(o - 1),
-                        bits_for(u32::from(MAX_BASELINE_OFFSET) - 1),
-                    );
-                    previous_offset = o;
-                }
-            }
-            let mut path = e.path;
-            let Some(base) = e.baseline else {
-                s.packed(HAS_BASELINE, &mut code, bits)?;
-                let mut state = *e.state(values);
-                serialize_entry_lazy(
-                    s,
-                    config,
-                    &mut state,
-                    &mut path,
-                    None,
-                    Surroundings::default(),
-                    |_| Ok(Prediction::<&T>::None),
-                )?;
-                break 'entry;
-            };
-            let unchanged = path == DeltaPath::Unchanged;
-            push(u64::from(unchanged), 1);
-            s.packed(HAS_BASELINE, &mut code, bits)?;
-            if unchanged {
-                break 'entry;
-            }
-            let mut state = *e.state(values);
-            let mut older = e.older;
-            serialize_changed(s, config, &mut state, &mut path, &base.state, |s| {
-                if history {
-                    serialize_older(s, &mut older)?;
-                }
-                Ok(e.prediction(values)
-                    .map_or(Prediction::None, Prediction::Made))
-            })?;
-        }
+        write_packed_entry(s, link, config, values, e, &mut at)?;
         // The entries that continue its run, as the branch above takes each of them: the next ids, unchanged,
         // against the offset this one left named (the selection takes them only after an entry that names one).
         if e.run > 0 {
@@ -797,12 +741,93 @@ fn write_entries_packed<'e, 'b: 'e, T: DeltaState + 'b>(
                     field: ID_GAP[0].name,
                 });
             }
-            first += i32::from(e.run);
+            at.first += i32::from(e.run);
             run = u32::from(e.run);
             flush_full_runs(s, &mut run)?;
         }
     }
     put_run(s, &mut run)
+}
+
+/// Where [`write_entries_packed`] is in a section, and what it keeps for every entry.
+struct PackedPlace {
+    /// The smallest id the next entry may have.
+    first: i32,
+    /// The baseline offset named last.
+    previous_offset: u16,
+    /// Bits of an id gap's length field.
+    length_bits: u32,
+    /// Whether entries name an older acked state.
+    history: bool,
+}
+
+/// Writes entry `e` of [`write_entries_packed`] outside a run: its id gap from `at.first` (which then moves past
+/// it), its baseline offset (named when it differs from `at.previous_offset`, which then becomes it), its state.
+#[inline(always)]
+fn write_packed_entry<T: DeltaState>(
+    s: &mut BitWriteStream,
+    link: &LinkConfig,
+    config: &T::Config,
+    values: &[T],
+    e: &Entry<'_, T>,
+    at: &mut PackedPlace,
+) -> Result<(), CodecError> {
+    if i32::from(e.id) > link.max_id() {
+        return Err(CodecError::Invalid {
+            field: ID_GAP[0].name,
+        });
+    }
+    let (mut code, mut bits) = id_code(at.length_bits, i32::from(e.id) - at.first)?;
+    at.first = i32::from(e.id) + 1;
+    let mut push = |value: u64, width: u32| {
+        code = code << width | value;
+        bits += width;
+    };
+    match e.offset {
+        None => push(0, 1),
+        Some(o) if o == at.previous_offset => push(0b11, 2),
+        Some(o) => {
+            if !(1..=MAX_BASELINE_OFFSET).contains(&o) {
+                return Err(CodecError::Invalid { field: OFFSET.name });
+            }
+            push(0b10, 2);
+            push(
+                u64::from(o - 1),
+                bits_for(u32::from(MAX_BASELINE_OFFSET) - 1),
+            );
+            at.previous_offset = o;
+        }
+    }
+    let mut path = e.path;
+    let Some(base) = e.baseline else {
+        s.packed(HAS_BASELINE, &mut code, bits)?;
+        let mut state = *e.state(values);
+        serialize_entry_lazy(
+            s,
+            config,
+            &mut state,
+            &mut path,
+            None,
+            Surroundings::default(),
+            |_| Ok(Prediction::<&T>::None),
+        )?;
+        return Ok(());
+    };
+    let unchanged = path == DeltaPath::Unchanged;
+    push(u64::from(unchanged), 1);
+    s.packed(HAS_BASELINE, &mut code, bits)?;
+    if unchanged {
+        return Ok(());
+    }
+    let mut state = *e.state(values);
+    let mut older = e.older;
+    serialize_changed(s, config, &mut state, &mut path, &base.state, |s| {
+        if at.history {
+            serialize_older(s, &mut older)?;
+        }
+        Ok(e.prediction(values)
+            .map_or(Prediction::None, Prediction::Made))
+    })
 }
 
 /// Entries of a run [`write_entries_packed`] writes at once: 64 bits.

@@ -32,8 +32,8 @@ pub struct ArrivalSpread {
     horizon: f64,
     /// The latest sender time seen (s).
     newest_sent: f64,
-    /// (local arrival, sender time in seconds, arrival minus sender time in seconds), oldest first.
-    arrivals: VecDeque<(Duration, f64, f64)>,
+    /// (local arrival, sender time in seconds), oldest first.
+    arrivals: VecDeque<(Duration, f64)>,
     /// Reused to take the quantile without allocating per packet.
     scratch: Vec<f64>,
     /// The spread after the last arrival, once enough arrived.
@@ -55,20 +55,19 @@ impl ArrivalSpread {
         while self
             .arrivals
             .front()
-            .is_some_and(|&(at, _, _)| now.saturating_sub(at) > SPREAD_MEMORY)
+            .is_some_and(|&(at, _)| now.saturating_sub(at) > SPREAD_MEMORY)
         {
             self.arrivals.pop_front();
         }
-        self.arrivals
-            .push_back((now, sent, now.as_secs_f64() - sent));
+        self.arrivals.push_back((now, sent));
         self.newest_sent = self.newest_sent.max(sent);
         let settled = self.newest_sent - self.horizon;
         self.scratch.clear();
         self.scratch.extend(
             self.arrivals
                 .iter()
-                .filter(|&&(_, sent, _)| sent <= settled)
-                .map(|&(_, _, d)| d - fastest),
+                .filter(|&&(_, sent)| sent <= settled)
+                .map(|&(at, sent)| at.as_secs_f64() - sent - fastest),
         );
         if self.scratch.len() < MIN_SAMPLES {
             self.spread = None;
