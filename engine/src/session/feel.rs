@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::world::authority::PlayerIndex;
 use crate::world::scene::ObjectId;
+use crate::world::smoothing::MAX_WAIT_SECONDS;
 use crate::world::{AppliedState, FLOOR_TOP, World, lowest_point};
 
 /// Depth (m) below the floor's top a body may be drawn at before it counts as sinking: the position quantum
@@ -89,6 +90,12 @@ pub struct Backstep {
     pub applied: Option<AppliedState>,
     /// The received state the pose two frames earlier came from (the step compared against starts there).
     pub origin: Option<AppliedState>,
+    /// Which pose stepped back ([`FeelFault::RenderBackstep`] or [`FeelFault::PhysicsBackstep`]).
+    pub pose: FeelFault,
+    /// Whether this peer saw the object's authority change hands within [`MAX_WAIT_SECONDS`] before: a new
+    /// authority's first states come from its own copy, which trails the old authority's by a trip and a play-out
+    /// delay when it took the object by touch in flight.
+    pub after_handover: bool,
 }
 
 /// The worst of what one peer showed.
@@ -148,6 +155,10 @@ struct Seen {
     contacts: Vec<Option<ObjectId>>,
     /// The last received states written into the object, newest first.
     applied: [Option<AppliedState>; 3],
+    /// The authority this peer gave it.
+    authority: PlayerIndex,
+    /// The frame on which that authority last changed here.
+    handover_frame: Option<u64>,
 }
 
 /// The meter of one peer. Call [`FeelMeter::observe`] after each of its steps.
@@ -210,8 +221,8 @@ impl FeelMeter {
         let f = &mut self.figures;
         f.max_render_below_floor_m = f.max_render_below_floor_m.max(sink);
         let local = world.local_player();
-        let ours = world.authority(id).view.authority == local
-            || world.holder(id).is_some_and(|h| h.player == local);
+        let authority = world.authority(id).view.authority;
+        let ours = authority == local || world.holder(id).is_some_and(|h| h.player == local);
         let flying = world.holder(id).is_none() && !world.in_contact(id) && !world.is_at_rest(id);
         let contacts = if self.log.is_some() {
             world.contacts(id).collect()
@@ -230,6 +241,8 @@ impl FeelMeter {
                 waited: 0.0,
                 contacts,
                 applied: [applied, None, None],
+                authority,
+                handover_frame: None,
             };
         };
         let history = if applied.map(|a| a.frame) == before.applied[0].map(|a| a.frame) {
@@ -237,6 +250,13 @@ impl FeelMeter {
         } else {
             [applied, before.applied[0], before.applied[1]]
         };
+        let handover_frame = if authority == before.authority {
+            before.handover_frame
+        } else {
+            Some(world.frame())
+        };
+        let after_handover =
+            handover_frame.is_some_and(|f| (world.frame() - f) as f32 * dt <= MAX_WAIT_SECONDS);
         let (render_step, physics_step) = (render - before.render, physics - before.physics);
         let jump = render_step.norm() - before.speed.max(speed) * dt;
         f.worst_jump_m = f.worst_jump_m.max(jump);
@@ -275,12 +295,14 @@ impl FeelMeter {
                             frame: world.frame(),
                             object: id,
                             metres: back,
-                            authority: world.authority(id).view.authority,
+                            authority,
                             applied,
                             origin: history
                                 .into_iter()
                                 .flatten()
                                 .find(|a| a.frame + 3 <= world.frame()),
+                            pose: fault,
+                            after_handover,
                         });
                     }
                     if back > LOGGED_BACKSTEP_M {
@@ -304,6 +326,8 @@ impl FeelMeter {
             waited,
             contacts,
             applied: history,
+            authority,
+            handover_frame,
         }
     }
 }

@@ -3,12 +3,15 @@
 //! observer's world did not have there (a hand or an object of a third player, seen at another time on each
 //! peer), the next received state turns the observer's copy back, and the physics pose steps back. A
 //! [`FlightLog`] per peer records each object's wire state after every step and whether that step touched
-//! anything; [`max_free_flight_backstep`] then keeps only the backsteps whose received states the authority
-//! produced in free flight, over every step between them: what the sync itself got wrong.
+//! anything; [`backstep_cause`] then tells the backsteps whose received states the authority produced in free
+//! flight, over every step between them, from those after a contact there; of the former, those shortly after
+//! the object changed authority (a new authority's copy trails the old one's) from what the sync itself got
+//! wrong. [`BackstepsByCause`] sums them up.
 
 use physync_codec::BodyState;
+use serde::Serialize;
 
-use super::feel::Backstep;
+use super::feel::{Backstep, LOGGED_BACKSTEP_M};
 use crate::world::World;
 use crate::world::authority::PlayerIndex;
 use crate::world::scene::ObjectId;
@@ -105,32 +108,88 @@ impl FlightLog {
     }
 }
 
+/// Why an observer's object stepped back in free flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackstepCause {
+    /// The authority's own trajectory turned: its object touched something over the steps the observer's poses
+    /// compared stand for (a hand or an object that the observer's world had elsewhere), and the observer
+    /// replays the bounce where its copy touches nothing.
+    AuthorityContact,
+    /// The object changed authority on the observer shortly before ([`Backstep::after_handover`]): the new
+    /// authority's states come from its own copy, which trails the old one's.
+    AfterHandover,
+    /// Neither: what the sync itself got wrong.
+    Sync,
+}
+
+/// Why `b` (one observer's backstep) happened, from every peer's [`FlightLog`]. A backstep whose states no log
+/// accounts for is not put down to the authority's contact.
+pub fn backstep_cause(b: &Backstep, logs: &[FlightLog]) -> BackstepCause {
+    let turned_on_authority = b.applied.and_then(|applied| {
+        let log = logs.iter().find(|l| l.player() == b.authority)?;
+        let after = b.frame.saturating_sub(applied.frame);
+        let origin = b.origin.as_ref().map(|p| &p.state);
+        log.flew_free(logs, b.object, origin, &applied.state, after)
+            .map(|free| !free)
+    });
+    if turned_on_authority == Some(true) {
+        BackstepCause::AuthorityContact
+    } else if b.after_handover {
+        BackstepCause::AfterHandover
+    } else {
+        BackstepCause::Sync
+    }
+}
+
 /// The largest of `backsteps` (one observer's) that the sync made: those whose received states the authority
 /// produced in free flight, over every step the observer's poses compared stand for (a backstep after a
 /// contact on the authority is the authority's own trajectory). A backstep whose states no log accounts for
 /// counts.
 pub fn max_free_flight_backstep(backsteps: &[Backstep], logs: &[FlightLog]) -> f32 {
-    backsteps
-        .iter()
-        .filter(|b| {
-            let Some(applied) = b.applied else {
-                return true;
+    let by_cause = BackstepsByCause::of(backsteps, logs);
+    by_cause.after_handover.max(by_cause.sync)
+}
+
+/// The largest backstep (m) of each [`BackstepCause`], render or physics pose, and how many went over
+/// [`LOGGED_BACKSTEP_M`]: what stands behind a `max_backstep_mm` over its goal.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct BackstepsByCause {
+    /// [`BackstepCause::AuthorityContact`].
+    pub authority_contact: f32,
+    /// [`BackstepCause::AfterHandover`].
+    pub after_handover: f32,
+    /// [`BackstepCause::Sync`].
+    pub sync: f32,
+    /// Backsteps over [`LOGGED_BACKSTEP_M`] of each cause, in the order above.
+    pub over_goal: [u32; 3],
+}
+
+impl BackstepsByCause {
+    /// The figures of one observer's `backsteps`.
+    pub fn of(backsteps: &[Backstep], logs: &[FlightLog]) -> Self {
+        backsteps.iter().fold(Self::default(), |mut f, b| {
+            let (max, slot) = match backstep_cause(b, logs) {
+                BackstepCause::AuthorityContact => (&mut f.authority_contact, 0),
+                BackstepCause::AfterHandover => (&mut f.after_handover, 1),
+                BackstepCause::Sync => (&mut f.sync, 2),
             };
-            let Some(log) = logs.iter().find(|l| l.player() == b.authority) else {
-                return true;
-            };
-            let after = b.frame.saturating_sub(applied.frame);
-            log.flew_free(
-                logs,
-                b.object,
-                b.origin.as_ref().map(|p| &p.state),
-                &applied.state,
-                after,
-            )
-            .unwrap_or(true)
+            *max = max.max(b.metres);
+            if b.metres > LOGGED_BACKSTEP_M {
+                f.over_goal[slot] += 1;
+            }
+            f
         })
-        .map(|b| b.metres)
-        .fold(0.0, f32::max)
+    }
+
+    /// The worst of two observers' figures (counts added).
+    pub fn merge(self, other: Self) -> Self {
+        Self {
+            authority_contact: self.authority_contact.max(other.authority_contact),
+            after_handover: self.after_handover.max(other.after_handover),
+            sync: self.sync.max(other.sync),
+            over_goal: [0, 1, 2].map(|i| self.over_goal[i] + other.over_goal[i]),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -165,11 +224,23 @@ mod tests {
         world.apply_body_state(id, &state);
     }
 
+    /// What the observer is sent besides the authority's states.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Late {
+        /// Nothing.
+        Nothing,
+        /// One state from eight frames before, once more, late.
+        Replay,
+        /// The same state as a new authority's (player 3's, one authority sequence on): a touch that took the
+        /// cube with a copy trailing the authority's.
+        Handover,
+    }
+
     /// Player 1 (the authority) throws cube 0 sideways; with `obstacle`, cube 1 sits in its path in player 3's
-    /// hand on the authority's world only. The observer (player 2) gets the authority's states two frames late,
-    /// every third frame; `replay_old` writes one state from six frames before once more, late. Returns the
-    /// observer's backstep, all of them and those the sync made.
-    fn observe_throw(obstacle: bool, replay_old: bool) -> (f32, f32) {
+    /// hand on the authority's world only. The observer (player 2) gets the thrown state, then the authority's
+    /// states two frames late, every third frame, and `late` on frame 24. Returns the observer's largest backstep and its backsteps by
+    /// cause.
+    fn observe_throw(obstacle: bool, late: Late) -> (f32, BackstepsByCause) {
         let (mut authority, mut observer) = (world(1), world(2));
         if obstacle {
             place(&mut authority, 1, [0.0, 1.35, 0.0]);
@@ -183,6 +254,14 @@ mod tests {
             Vector3::new(4.0, 0.0, 0.0),
             Vector3::zeros(),
         );
+        // The observer knows the throw from the start: no handover in what it is then sent.
+        observer
+            .receive_object_state(
+                0,
+                Direction::HostToGuest { guest: 2 },
+                &authority.object_state(0),
+            )
+            .unwrap();
         let (mut authority_log, mut observer_log) = (FlightLog::new(), FlightLog::new());
         let mut meter = FeelMeter::new();
         let mut sent: Vec<ObjectState> = Vec::new();
@@ -190,12 +269,17 @@ mod tests {
             authority.step();
             authority_log.record(&authority);
             sent.push(authority.object_state(0));
-            let late = match frame {
-                f if replay_old && f == 24 => Some(sent[f - 8]),
+            let state = match frame {
+                24 if late == Late::Replay => Some(sent[frame - 8]),
+                24 if late == Late::Handover => Some(ObjectState {
+                    authority: 3,
+                    authority_seq: sent[frame - 8].authority_seq.wrapping_add(1),
+                    ..sent[frame - 8]
+                }),
                 f if f >= 2 && f % 3 == 0 => Some(sent[f - 2]),
                 _ => None,
             };
-            if let Some(state) = late {
+            if let Some(state) = state {
                 observer
                     .receive_object_state(0, Direction::HostToGuest { guest: 2 }, &state)
                     .unwrap();
@@ -204,27 +288,47 @@ mod tests {
             meter.observe(&observer);
             observer_log.record(&observer);
         }
-        let sync = max_free_flight_backstep(meter.backsteps(), &[authority_log, observer_log]);
+        let logs = [authority_log, observer_log];
+        let by_cause = BackstepsByCause::of(meter.backsteps(), &logs);
+        assert_eq!(
+            max_free_flight_backstep(meter.backsteps(), &logs),
+            by_cause.after_handover.max(by_cause.sync)
+        );
         let f = meter.figures();
         assert_eq!(
             f.max_backstep_m,
             f.max_render_backstep_m.max(f.max_physics_backstep_m)
         );
-        (f.max_backstep_m, sync)
+        (f.max_backstep_m, by_cause)
     }
 
     #[test]
     fn a_backstep_after_a_contact_only_the_authority_had_is_the_authoritys_own() {
-        let (all, sync) = observe_throw(true, false);
+        let (all, by_cause) = observe_throw(true, Late::Nothing);
         assert!(all > 0.01, "no backstep to classify: {all}");
-        assert!(sync < 0.002, "all {all}, sync {sync}");
+        assert_eq!(by_cause.authority_contact, all);
+        assert!(
+            by_cause.after_handover.max(by_cause.sync) < 0.002,
+            "{by_cause:?}"
+        );
+        assert!(by_cause.over_goal[0] > 0 && by_cause.over_goal[1..] == [0, 0]);
     }
 
     #[test]
     fn a_backstep_the_sync_made_in_free_flight_counts() {
-        assert!(observe_throw(false, false).0 < 0.002);
-        let (all, sync) = observe_throw(false, true);
+        assert!(observe_throw(false, Late::Nothing).0 < 0.002);
+        let (all, by_cause) = observe_throw(false, Late::Replay);
         assert!(all > 0.01, "no backstep: {all}");
-        assert_eq!(sync, all);
+        assert_eq!(by_cause.sync, all);
+        assert_eq!(by_cause.over_goal[..2], [0, 0], "{by_cause:?}");
+    }
+
+    #[test]
+    fn a_backstep_right_after_a_late_copy_took_the_object_is_put_down_to_the_handover() {
+        let (all, by_cause) = observe_throw(false, Late::Handover);
+        assert!(all > 0.01, "no backstep: {all}");
+        assert_eq!(by_cause.after_handover, all);
+        assert!(by_cause.sync < 0.002, "{by_cause:?}");
+        assert_eq!(by_cause.over_goal[2], 0, "{by_cause:?}");
     }
 }

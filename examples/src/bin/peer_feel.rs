@@ -2,9 +2,9 @@
 //! jitter, 5% loss, 1% duplication by default), bots grabbing, carrying, releasing, throwing and stacking, two
 //! guests contesting one cube in the same frame every few seconds, then an idle settle. Every peer's render and
 //! physics poses are read after every step (see `physync_engine::session::feel`): bodies drawn below the floor,
-//! free-flying objects stepping backward on peers without authority over them (all of them, and those whose
-//! received states the authority produced in free flight too: see `physync_engine::session::flight`),
-//! rendered poses snapping; every
+//! free-flying objects stepping backward on peers without authority over them (all of them, and by cause: the
+//! authority's object turned on a contact there, the object changed authority shortly before, or neither: see
+//! `physync_engine::session::flight`), rendered poses snapping; every
 //! contest is timed until all four peers agree on who has the cube; and every guest is compared with the host
 //! when the idle ends and again once every world has stood still long enough for the last return to default to
 //! reach every peer (the idle goes on for that, up to `--settle-limit-seconds`). `--events` and `--trace` print what a peer knew when it showed a fault, and any
@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use physync_engine::session::sim::host_addr;
 use physync_engine::session::{
-    Divergence, FeelFigures, FeelMeter, FlightLog, PlayerControls, SessionSim, Stillness,
-    divergence, is_still, max_free_flight_backstep, settle_time,
+    BackstepsByCause, Divergence, FeelFigures, FeelMeter, FlightLog, PlayerControls, SessionSim,
+    Stillness, divergence, is_still, settle_time,
 };
 use physync_engine::world::World;
 use physync_engine::world::avatar::Hand;
@@ -97,6 +97,8 @@ struct Report {
     max_render_backstep_mm: f64,
     max_physics_backstep_mm: f64,
     max_backstep_sync_mm: f64,
+    /// The backsteps behind `max_backstep_mm`, by cause (see `physync_engine::session::flight::BackstepCause`).
+    backsteps_by_cause: ByCause,
     snaps_over_5cm: u64,
     snaps_over_5cm_per_min: f64,
     worst_render_jump_mm: f64,
@@ -119,6 +121,35 @@ struct Report {
     bad_updates: u64,
     dropped_datagrams: u64,
     wall_seconds: f64,
+}
+
+/// The largest backstep of each cause, render or physics pose, and how many of each went over 10 mm.
+#[derive(Debug, Serialize)]
+struct ByCause {
+    /// The authority's own object turned (it touched something there that this peer's world had elsewhere).
+    authority_contact_mm: f64,
+    /// Within the rendered pose's longest wait after the object changed authority on this peer.
+    after_handover_mm: f64,
+    /// Neither: what the sync itself got wrong.
+    sync_mm: f64,
+    over_10mm_authority_contact: u32,
+    over_10mm_after_handover: u32,
+    over_10mm_sync: u32,
+}
+
+impl From<BackstepsByCause> for ByCause {
+    fn from(b: BackstepsByCause) -> Self {
+        let mm = |m: f32| f64::from(m) * 1000.0;
+        let [authority_contact, after_handover, sync] = b.over_goal;
+        Self {
+            authority_contact_mm: mm(b.authority_contact),
+            after_handover_mm: mm(b.after_handover),
+            sync_mm: mm(b.sync),
+            over_10mm_authority_contact: authority_contact,
+            over_10mm_after_handover: after_handover,
+            over_10mm_sync: sync,
+        }
+    }
 }
 
 type Sim = SessionSim<PeerHost, PeerGuest>;
@@ -336,10 +367,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .iter()
         .fold(host_meter.figures(), |f, m| f.merge(m.figures()));
     let logs: Vec<FlightLog> = std::iter::once(host_log).chain(guest_logs).collect();
-    let max_backstep_sync_m = std::iter::once(&host_meter)
+    let by_cause = std::iter::once(&host_meter)
         .chain(&guest_meters)
-        .map(|m| max_free_flight_backstep(m.backsteps(), &logs))
-        .fold(0.0, f32::max);
+        .map(|m| BackstepsByCause::of(m.backsteps(), &logs))
+        .fold(BackstepsByCause::default(), BackstepsByCause::merge);
+    let max_backstep_sync_m = by_cause.after_handover.max(by_cause.sync);
     let contests = duel.rounds().iter().filter(|r| r.contested()).count();
     let mut times: Vec<f64> = resolved.iter().flatten().copied().collect();
     times.sort_by(f64::total_cmp);
@@ -374,6 +406,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         max_render_backstep_mm: f64::from(max_render_backstep_m.max(0.0)) * 1000.0,
         max_physics_backstep_mm: f64::from(max_physics_backstep_m.max(0.0)) * 1000.0,
         max_backstep_sync_mm: f64::from(max_backstep_sync_m) * 1000.0,
+        backsteps_by_cause: by_cause.into(),
         snaps_over_5cm: snaps,
         snaps_over_5cm_per_min: snaps as f64 / minutes,
         worst_render_jump_mm: f64::from(worst_jump_m.max(0.0)) * 1000.0,
