@@ -453,8 +453,9 @@ impl<T: Copy> ReceiveHistory<T> {
     }
 
     /// [`ReceiveHistory::insert`] for every `(id, state)` of packet `sequence` at once, as a decoder stores a
-    /// section: the slot's row of blocks is found once, not per entry.
-    #[inline]
+    /// section: the slot's row of blocks is found once, not per entry. Kept out of line: inlined into a decoder's
+    /// section loop, its values were kept on the stack rather than in registers.
+    #[inline(never)]
     pub fn insert_packet(&mut self, sequence: u16, frame: u16, entries: &[(u16, T)]) {
         let slot = slot_of(sequence);
         let row = &mut self.slots[slot * self.blocks..(slot + 1) * self.blocks];
@@ -481,8 +482,9 @@ impl<T: Copy> ReceiveHistory<T> {
                 })
             });
             let k = i % HISTORY_BLOCK;
-            let stale = |old: u16| usize::from(newest.wrapping_sub(old)) >= HISTORY_PER_OBJECT;
-            if block.tags.0[k].held(slot).is_none_or(|old| {
+            // Taken by value: a closure that borrowed `newest` kept it on the stack.
+            let stale = move |old: u16| usize::from(newest.wrapping_sub(old)) >= HISTORY_PER_OBJECT;
+            if block.tags.0[k].held(slot).is_none_or(move |old| {
                 old.sequence == sequence || seq_newer(sequence, old.sequence) || stale(old.sequence)
             }) {
                 block.tags.0[k] = SlotTag { sequence, frame };
