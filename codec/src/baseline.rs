@@ -287,10 +287,19 @@ impl<T: Copy + Default> AckTracker<T> {
             return;
         };
         let held = |slot: &Option<Baseline<T>>| matches!(slot, Some(b) if (1..=MAX_BASELINE_OFFSET).contains(&sequence.wrapping_sub(b.sequence)));
-        if slots.iter().all(held) {
-            // A run's objects all have one (the writer took them so): made room for as defaults and copied in
-            // place, as the decoder does (states pushed one by one, or collected, went through a temporary on the
-            // stack, at twice the instructions).
+        // A run's objects all have one (the writer took them so): made room for as defaults and copied in place, as
+        // the decoder does (states pushed one by one, or collected, went through a temporary on the stack, at twice
+        // the instructions), each checked as it is copied.
+        let at = states.len();
+        states.resize(at + slots.len(), T::default());
+        let mut all = true;
+        for (to, slot) in states[at..].iter_mut().zip(slots) {
+            match slot {
+                Some(b) if held(slot) => *to = b.state,
+                _ => all = false,
+            }
+        }
+        if all {
             ids.extend((first..end).map(|id| id as u16));
             if let Some(r) = revisions {
                 match self.revisions.get(first..end) {
@@ -298,15 +307,9 @@ impl<T: Copy + Default> AckTracker<T> {
                     None => r.extend((first..end).map(|id| self.baseline_revision(id as u16))),
                 }
             }
-            let at = states.len();
-            states.resize(at + slots.len(), T::default());
-            for (to, slot) in states[at..].iter_mut().zip(slots) {
-                if let Some(b) = slot {
-                    *to = b.state;
-                }
-            }
             return;
         }
+        states.truncate(at);
         for (id, slot) in (first..).zip(slots) {
             if let Some(b) = slot
                 && held(slot)

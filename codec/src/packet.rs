@@ -1434,10 +1434,19 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
         let order = self.order.get(self.next..).unwrap_or_default();
         let sequence = self.sequence;
         // The candidates in a row from here that are the next ids within the link's range, known unchanged (their
-        // revisions their baselines'), against a baseline at `offset`, up to the first one drawn already.
+        // revisions their baselines'), against a baseline at `offset`, up to the first one drawn already. No more
+        // are looked at than can fit and one: each costs at least three bits (four, less one where the gap of the
+        // entry after the run loses a bit of length) but the one next to that entry, so that of `fit` of them not
+        // all fit, and the first that does not is among them.
         let in_range = usize::from(self.link.max_objects).saturating_sub(first);
+        let fit = (room_bits.saturating_sub(chosen.total) / 3) as usize + 2;
         let mut count = 0;
-        for ((&id, baseline), &named) in order.iter().zip(baselines).zip(revisions).take(in_range) {
+        for ((&id, baseline), &named) in order
+            .iter()
+            .zip(baselines)
+            .zip(revisions)
+            .take(in_range.min(fit))
+        {
             if usize::from(id) != first + count {
                 break;
             }
