@@ -485,11 +485,14 @@ impl<T: Copy> ReceiveHistory<T> {
                 })
             });
             let k = i % HISTORY_BLOCK;
-            // Taken by value: a closure that borrowed `newest` kept it on the stack.
-            let stale = move |old: u16| usize::from(newest.wrapping_sub(old)) >= HISTORY_PER_OBJECT;
-            if block.tags.0[k].held(slot).is_none_or(move |old| {
-                old.sequence == sequence || seq_newer(sequence, old.sequence) || stale(old.sequence)
-            }) {
+            // Replaced unless it holds this packet's state or a newer one that is not stale: the commonest case, a
+            // slot holding the state of a packet a window older, tested first.
+            let old = block.tags.0[k];
+            if seq_newer(sequence, old.sequence)
+                || old.sequence == sequence
+                || old.held(slot).is_none()
+                || usize::from(newest.wrapping_sub(old.sequence)) >= HISTORY_PER_OBJECT
+            {
                 block.tags.0[k] = SlotTag { sequence, frame };
                 block.states[k] = CacheLine(*state);
             }
