@@ -201,6 +201,17 @@ impl<T: Copy> AckTracker<T> {
         self.revisions.get(usize::from(id)).copied().flatten()
     }
 
+    /// The baseline slots of objects `first..` and the revisions named for them (see
+    /// [`AckTracker::baseline_revision`]), both indexed from `first`: the packet writer walks a run of neighbouring
+    /// ids through them, one step of two slices an object rather than two lookups.
+    #[inline]
+    pub(crate) fn slots_from(&self, first: usize) -> (&[Option<Baseline<T>>], &[Option<u64>]) {
+        (
+            self.baselines.get(first..).unwrap_or_default(),
+            self.revisions.get(first..).unwrap_or_default(),
+        )
+    }
+
     /// An acked state of object `id` older than `baseline` to extrapolate from in packet `sequence` (sent at
     /// `frame`): at most [`MAX_OLDER_GAP`] packets before the baseline and [`MAX_BASELINE_OFFSET`] before
     /// `sequence` (so the receiver still holds it), as many frames before the baseline as the baseline is before
@@ -252,6 +263,64 @@ impl<T: Copy> AckTracker<T> {
         self.older.iter_mut().for_each(|o| *o = [None; OLDER_KEPT]);
         self.revisions.iter_mut().for_each(|r| *r = None);
         self.sent.iter_mut().for_each(|p| p.live = false);
+    }
+}
+
+impl<T: Copy + Default> AckTracker<T> {
+    /// Appends the id and the baseline state of each object `first..first + count` that has a baseline in packet
+    /// `sequence` (see [`AckTracker::baseline`]), and to `revisions` if any its baseline's revision (see
+    /// [`AckTracker::baseline_revision`]): the packet writer records so a run of objects sent unchanged, as their
+    /// baselines' states, in one walk of the slots rather than a lookup per object.
+    #[inline]
+    pub(crate) fn extend_with_baselines(
+        &self,
+        first: u16,
+        count: u16,
+        sequence: u16,
+        ids: &mut Vec<u16>,
+        states: &mut Vec<T>,
+        mut revisions: Option<&mut Vec<Option<u64>>>,
+    ) {
+        let first = usize::from(first);
+        let end = (first + usize::from(count)).min(self.baselines.len());
+        let Some(slots) = self.baselines.get(first..end) else {
+            return;
+        };
+        let held = |slot: &Option<Baseline<T>>| matches!(slot, Some(b) if (1..=MAX_BASELINE_OFFSET).contains(&sequence.wrapping_sub(b.sequence)));
+        // A run's objects all have one (the writer took them so): made room for as defaults and copied in place, as
+        // the decoder does (states pushed one by one, or collected, went through a temporary on the stack, at twice
+        // the instructions), each checked as it is copied.
+        let at = states.len();
+        states.resize(at + slots.len(), T::default());
+        let mut all = true;
+        for (to, slot) in states[at..].iter_mut().zip(slots) {
+            match slot {
+                Some(b) if held(slot) => *to = b.state,
+                _ => all = false,
+            }
+        }
+        if all {
+            ids.extend((first..end).map(|id| id as u16));
+            if let Some(r) = revisions {
+                match self.revisions.get(first..end) {
+                    Some(named) => r.extend_from_slice(named),
+                    None => r.extend((first..end).map(|id| self.baseline_revision(id as u16))),
+                }
+            }
+            return;
+        }
+        states.truncate(at);
+        for (id, slot) in (first..).zip(slots) {
+            if let Some(b) = slot
+                && held(slot)
+            {
+                ids.push(id as u16);
+                states.push(b.state);
+                if let Some(r) = revisions.as_deref_mut() {
+                    r.push(self.baseline_revision(id as u16));
+                }
+            }
+        }
     }
 }
 
@@ -387,8 +456,9 @@ impl<T: Copy> ReceiveHistory<T> {
     }
 
     /// [`ReceiveHistory::insert`] for every `(id, state)` of packet `sequence` at once, as a decoder stores a
-    /// section: the slot's row of blocks is found once, not per entry.
-    #[inline]
+    /// section: the slot's row of blocks is found once, not per entry. Kept out of line: inlined into a decoder's
+    /// section loop, its values were kept on the stack rather than in registers.
+    #[inline(never)]
     pub fn insert_packet(&mut self, sequence: u16, frame: u16, entries: &[(u16, T)]) {
         let slot = slot_of(sequence);
         let row = &mut self.slots[slot * self.blocks..(slot + 1) * self.blocks];
@@ -415,10 +485,14 @@ impl<T: Copy> ReceiveHistory<T> {
                 })
             });
             let k = i % HISTORY_BLOCK;
-            let stale = |old: u16| usize::from(newest.wrapping_sub(old)) >= HISTORY_PER_OBJECT;
-            if block.tags.0[k].held(slot).is_none_or(|old| {
-                old.sequence == sequence || seq_newer(sequence, old.sequence) || stale(old.sequence)
-            }) {
+            // Replaced unless it holds this packet's state or a newer one that is not stale: the commonest case, a
+            // slot holding the state of a packet a window older, tested first.
+            let old = block.tags.0[k];
+            if seq_newer(sequence, old.sequence)
+                || old.sequence == sequence
+                || old.held(slot).is_none()
+                || usize::from(newest.wrapping_sub(old.sequence)) >= HISTORY_PER_OBJECT
+            {
                 block.tags.0[k] = SlotTag { sequence, frame };
                 block.states[k] = CacheLine(*state);
             }

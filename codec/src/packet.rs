@@ -1030,8 +1030,10 @@ impl PacketWriter {
         values.reserve(order.len().min(usize::from(link.max_objects)));
         // Entries chosen so far, and the section's bit-packed size.
         let mut chosen: Selection<T> = Selection::new(&link, order.len(), &mut tables);
-        // The ids sent, ascending, and the ids and states sent in any order (acks update each object on its own).
-        let (ids, sent_ids, sent): (Vec<u16>, Vec<u16>, Vec<T>) = match &mut self.sink {
+        // The ids sent, ascending, and the ids, states and revisions (if tracked) sent in any order (acks update each
+        // object on its own). A revision is asked again rather than kept from each draw: a lookup per entry sent,
+        // not a store per candidate.
+        let (ids, sent_ids, sent, sent_revisions) = match &mut self.sink {
             Sink::Bit(s) => {
                 // Exact sizes: take entries in priority order while the section's exact size fits.
                 let mut misses = 0;
@@ -1055,14 +1057,8 @@ impl PacketWriter {
                         misses = 0;
                         // The entries known unchanged that continue this one, as the loop above would take them: each
                         // one more id in this entry's run, not an entry of its own.
-                        while let Some(entry) = candidates.next_in_run(&l) {
-                            let grown = chosen.total + chosen.run_bits_after(&link, &l);
-                            if grown > room_bits {
-                                misses += 1;
-                                break;
-                            }
-                            l.id = entry.id;
-                            chosen.extend_run(&entry, grown);
+                        if candidates.extend_run(&mut chosen, &mut l, room_bits) {
+                            misses += 1;
                         }
                         last = Some(l);
                     } else {
@@ -1099,19 +1095,27 @@ impl PacketWriter {
                     .in_priority_order()
                     .map(|e| *e.state(&values))
                     .collect();
+                let mut sent_revisions = revisions_of(&mut candidates.revisions, &sent_ids);
                 if chosen.len() > sent_ids.len() {
                     sent_ids.reserve(chosen.len() - sent_ids.len());
                     sent.reserve(chosen.len() - sent.len());
+                    // A run's revisions are its baselines' (so it was taken): copied from the tracker.
+                    let mut runs_revisions = V::TRACKED.then_some(&mut sent_revisions);
+                    if let Some(r) = runs_revisions.as_deref_mut() {
+                        r.reserve(chosen.len() - r.len());
+                    }
                     for e in chosen.in_priority_order().filter(|e| e.run > 0) {
-                        for id in (e.id..e.id.saturating_add(e.run)).map(|id| id + 1) {
-                            if let Some(b) = candidates.baselines.baseline(id, sequence) {
-                                sent_ids.push(id);
-                                sent.push(b.state);
-                            }
-                        }
+                        candidates.baselines.extend_with_baselines(
+                            e.id.saturating_add(1),
+                            e.run,
+                            sequence,
+                            &mut sent_ids,
+                            &mut sent,
+                            runs_revisions.as_deref_mut(),
+                        );
                     }
                 }
-                (ids, sent_ids, sent)
+                (ids, sent_ids, sent, sent_revisions)
             }
             Sink::Arith { header, stream } => {
                 let limit = link.budget_bytes;
@@ -1280,19 +1284,11 @@ impl PacketWriter {
                 let ids: Vec<u16> = fitted.iter().map(|e| e.id).collect();
                 let sent = fitted.iter().map(|e| *e.state(&values)).collect();
                 tables.priced = priced;
-                (ids.clone(), ids, sent)
+                let sent_revisions = revisions_of(&mut candidates.revisions, &ids);
+                (ids.clone(), ids, sent, sent_revisions)
             }
         };
         chosen.put_back(&mut tables);
-        // Asked again rather than kept from each draw: a lookup per entry sent, not a store per candidate.
-        let sent_revisions = if V::TRACKED {
-            sent_ids
-                .iter()
-                .map(|&id| candidates.revisions.of(id))
-                .collect()
-        } else {
-            Vec::new()
-        };
         tables.taken = candidates.taken;
         tables.values = values;
         tracker.tables = tables;
@@ -1320,6 +1316,15 @@ trait Revisions {
 
     /// Object `id`'s revision now, if the sender tracks it.
     fn of(&mut self, id: u16) -> Option<u64>;
+}
+
+/// The revisions of objects `ids` now, in order; none without revisions (see [`AckTracker::record_sent_split`]).
+fn revisions_of<V: Revisions>(revisions: &mut V, ids: &[u16]) -> Vec<Option<u64>> {
+    if V::TRACKED {
+        ids.iter().map(|&id| revisions.of(id)).collect()
+    } else {
+        Vec::new()
+    }
 }
 
 /// No revisions: [`PacketWriter::write_section`].
@@ -1396,6 +1401,93 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
         self.next += 1;
         self.taken[word] |= bit;
         Some(entry)
+    }
+
+    /// The candidates that continue the run after `last` (the entry `chosen` inserted last), taken while each fits
+    /// the section's `room_bits`, as [`Candidates::next_in_run`] would draw them one by one, each sized by
+    /// [`Selection::run_bits_after`]: `last` moves to the last one taken. Found by one walk of the order, the
+    /// baselines and their revisions as slices, sized at once (see [`Selection::run_bits`]) and added to `chosen`
+    /// at once (see [`Selection::extend_run`]), an object of a run (most of a bit-packed datagram's) costs a few
+    /// loads and compares, not a draw, a sizing and an insertion of its own. Returns whether the room stopped the
+    /// run: the candidate that did not fit is drawn all the same, as `next_in_run` draws it before it is sized,
+    /// and not chosen.
+    #[inline(always)]
+    fn extend_run(
+        &mut self,
+        chosen: &mut Selection<'b, T>,
+        last: &mut Last,
+        room_bits: u64,
+    ) -> bool {
+        let Some(offset) = last.offset.filter(|_| V::TRACKED) else {
+            return false;
+        };
+        let first = usize::from(last.id) + 1;
+        // Most entries that are no run's head (changed ones, drawn first) are followed by another id.
+        if self
+            .order
+            .get(self.next)
+            .is_none_or(|&id| usize::from(id) != first)
+        {
+            return false;
+        }
+        let (baselines, revisions) = self.baselines.slots_from(first);
+        let order = self.order.get(self.next..).unwrap_or_default();
+        let sequence = self.sequence;
+        // The candidates in a row from here that are the next ids within the link's range, known unchanged (their
+        // revisions their baselines'), against a baseline at `offset`, up to the first one drawn already. No more
+        // are looked at than can fit and one: each costs at least three bits (four, less one where the gap of the
+        // entry after the run loses a bit of length) but the one next to that entry, so that of `fit` of them not
+        // all fit, and the first that does not is among them.
+        let in_range = usize::from(self.link.max_objects).saturating_sub(first);
+        let fit = (room_bits.saturating_sub(chosen.total) / 3) as usize + 2;
+        let mut count = 0;
+        for ((&id, baseline), &named) in order
+            .iter()
+            .zip(baselines)
+            .zip(revisions)
+            .take(in_range.min(fit))
+        {
+            if usize::from(id) != first + count {
+                break;
+            }
+            let revision = self.revisions.of(id);
+            if revision.is_none()
+                || revision != named
+                || baseline
+                    .as_ref()
+                    .is_none_or(|b| sequence.wrapping_sub(b.sequence) != offset)
+            {
+                break;
+            }
+            count += 1;
+        }
+        count = clear_bits_from(&self.taken, first, first + count);
+        let mut total = chosen.total + chosen.run_bits(self.link, last, count);
+        let mut missed = false;
+        if total > room_bits {
+            // The room ends within the run: sized one by one up to the first that does not fit, which is drawn.
+            let (found, mut at) = (count, *last);
+            total = chosen.total;
+            count = 0;
+            while count < found {
+                let grown = total + chosen.run_bits_after(self.link, &at);
+                if grown > room_bits {
+                    let i = first + count;
+                    self.taken[i / 64] |= 1 << (i % 64);
+                    self.next += 1;
+                    missed = true;
+                    break;
+                }
+                total = grown;
+                at.id += 1;
+                count += 1;
+            }
+        }
+        self.next += count;
+        set_bit_range(&mut self.taken, first, count);
+        chosen.extend_run(first, count, offset, total);
+        last.id += count as u16;
+        missed
     }
 
     /// The next candidate and its own bit-packed size, its state and prediction (if it needs them) pushed onto
@@ -1549,6 +1641,36 @@ impl<T> std::fmt::Debug for SectionTables<T> {
 fn recycled<A, B>(mut v: Vec<A>) -> Vec<B> {
     v.clear();
     v.into_iter().filter_map(|_| None).collect()
+}
+
+/// Sets bits `first..first + count` of `bitmap` (bit `i` of word `i / 64`), a word at a time.
+#[inline(always)]
+fn set_bit_range(bitmap: &mut [u64], first: usize, count: usize) {
+    let (mut at, end) = (first, first + count);
+    while at < end {
+        let (word, shift) = (at / 64, at % 64);
+        let bits = (end - at).min(64 - shift);
+        bitmap[word] |= (u64::MAX >> (64 - bits)) << shift;
+        at += bits;
+    }
+}
+
+/// How many bits of `bitmap` from bit `first` on are clear, up to bit `end` (bit `i` of word `i / 64`).
+#[inline(always)]
+fn clear_bits_from(bitmap: &[u64], first: usize, end: usize) -> usize {
+    let mut at = first;
+    while at < end {
+        let Some(&word) = bitmap.get(at / 64) else {
+            break;
+        };
+        let set = word >> (at % 64);
+        if set != 0 {
+            at += set.trailing_zeros() as usize;
+            break;
+        }
+        at += 64 - at % 64;
+    }
+    at.min(end).saturating_sub(first)
 }
 
 /// The entry a writer's selection inserted last (see [`Selection::marginal_bits_after`]).
@@ -1737,6 +1859,21 @@ impl<'b, T: Copy> Selection<'b, T> {
         bits
     }
 
+    /// Bits the section grows by with the `count` entries that continue the run after `last`, the entry inserted
+    /// last: the sum of their [`Selection::run_bits_after`], each one id on. Each one's own bit, gap and
+    /// same-offset field, with the gap of the entry after the run shorter by `count` (none may saturate: the
+    /// gap's length field is at most four bits wide, so shortening a gap saves at most four bits).
+    #[inline(always)]
+    fn run_bits(&self, link: &LinkConfig, last: &Last, count: usize) -> u64 {
+        let each = 1 + id_bits(link, 0) + offset_bits(last.offset, last.offset.unwrap_or(0));
+        let mut bits = each * count as u64;
+        if let Some(a) = last.after {
+            let gap = i32::from(a) - i32::from(last.id) - 1;
+            bits = (bits + id_bits(link, gap - count as i32)).saturating_sub(id_bits(link, gap));
+        }
+        bits
+    }
+
     /// Adds `entry`, whose marginal size is `grown - total`.
     #[inline(always)]
     fn insert(&mut self, entry: Entry<'b, T>, own: u64, grown: u64) {
@@ -1749,23 +1886,23 @@ impl<'b, T: Copy> Selection<'b, T> {
         self.total = grown;
     }
 
-    /// Adds `entry`, which continues the run after the entry inserted last (see [`Candidates::next_in_run`]), as
-    /// one more id of that entry's run rather than an entry of its own: no entry to store, sort and write for
-    /// most of a datagram's unchanged entries. Its marginal size is `grown - total`.
+    /// Adds the `count` entries of ids `first..`, which continue the run after the entry inserted last (see
+    /// [`Candidates::extend_run`]), each naming baseline `offset`, as more ids of that entry's run rather than
+    /// entries of their own: no entry to store, sort and write for most of a datagram's unchanged entries. The
+    /// section's size is `total` with them.
     #[inline(always)]
-    fn extend_run(&mut self, entry: &Entry<'b, T>, grown: u64) {
-        let id = usize::from(entry.id);
-        self.ids[id / 64] |= 1 << (id % 64);
-        self.offsets[id] = entry.offset.unwrap_or(0);
-        if let Some((head, _)) = self.entries.last_mut() {
-            debug_assert_eq!(
-                u32::from(head.id) + u32::from(head.run) + 1,
-                u32::from(entry.id)
-            );
-            head.run += 1;
+    fn extend_run(&mut self, first: usize, count: usize, offset: u16, total: u64) {
+        if count == 0 {
+            return;
         }
-        self.count += 1;
-        self.total = grown;
+        set_bit_range(&mut self.ids, first, count);
+        self.offsets[first..first + count].fill(offset);
+        if let Some((head, _)) = self.entries.last_mut() {
+            debug_assert_eq!(usize::from(head.id) + usize::from(head.run) + 1, first);
+            head.run += count as u16;
+        }
+        self.count += count;
+        self.total = total;
     }
 
     /// The chosen entries and their bit-packed sizes, ascending by id.
@@ -3568,6 +3705,87 @@ mod tests {
                 entries.len()
             );
             assert_packed_entries_are_the_generic_ones(&link, &config, &values, &entries);
+        }
+    }
+
+    #[test]
+    fn runs_taken_at_once_are_the_entries_drawn_one_by_one() {
+        // Objects known unchanged in runs of every length, broken by changed ones and by ids the order names out of
+        // turn or twice, up to the link's last id (120 objects) or short of it (901), at every budget from a few
+        // entries to most of them: the room ends within runs at each of their ids. Written with revisions (runs
+        // taken at once) and without (each object drawn, compared and sized on its own), twice, the second
+        // datagram against the states the first recorded as sent.
+        let config = StateConfig::default();
+        for (seed, max_objects) in [(5u64, 120u16), (6, 901)] {
+            let n = 120;
+            let (world, baselines) = stepped_world_and_its_baselines(seed, n);
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let changed: Vec<bool> = (0..n).map(|_| rng.random_range(0..8) == 0).collect();
+            let now: Vec<ObjectState> = (0..n)
+                .map(|i| {
+                    if changed[i] {
+                        world.states[i]
+                    } else {
+                        baselines[i].state
+                    }
+                })
+                .collect();
+            let mut order: Vec<u16> = (0..n as u16).collect();
+            for _ in 0..n / 10 {
+                order.swap(rng.random_range(0..n), rng.random_range(0..n));
+            }
+            for _ in 0..n / 20 {
+                let again = order[rng.random_range(0..n)];
+                order.insert(rng.random_range(0..order.len()), again);
+            }
+            let state_of = |id: u16| now.get(usize::from(id)).copied();
+            let revision_of = |id: u16| changed.get(usize::from(id)).map(|&c| 1 + u64::from(c));
+            for budget_bytes in HEADER_BYTES + 5..=HEADER_BYTES + 120 {
+                let link = LinkConfig {
+                    backend: Backend::Bitpack,
+                    budget_bytes,
+                    max_objects,
+                    ..LinkConfig::default()
+                };
+                let mut trackers = [(); 2].map(|_| {
+                    let mut t = AckTracker::new(max_objects);
+                    t.record_sent_revised(
+                        0,
+                        10,
+                        baselines
+                            .iter()
+                            .enumerate()
+                            .map(|(i, b)| (i as u16, b.state, 1)),
+                    );
+                    t.process_acks(0, 0);
+                    t
+                });
+                for sequence in [3u16, 4] {
+                    let header = PacketHeader {
+                        sequence,
+                        ..PacketHeader::default()
+                    };
+                    let [revised, plain] = &mut trackers;
+                    let mut w = PacketWriter::new(&link, header).unwrap();
+                    let taken = w
+                        .write_section_revised(&config, revised, 12, &order, state_of, revision_of)
+                        .unwrap();
+                    let revised_bytes = w.finish();
+                    let mut w = PacketWriter::new(&link, header).unwrap();
+                    let drawn = w
+                        .write_section(&config, plain, 12, &order, state_of)
+                        .unwrap();
+                    assert_eq!(taken, drawn, "{budget_bytes} bytes, packet {sequence}");
+                    assert_eq!(
+                        revised_bytes,
+                        w.finish(),
+                        "{budget_bytes} bytes, packet {sequence}"
+                    );
+                    for t in &mut trackers {
+                        t.process_acks(sequence, 0);
+                    }
+                }
+            }
         }
     }
 
