@@ -1624,6 +1624,22 @@ impl DeltaState for ObjectState {
         (against(prediction), against(baseline))
     }
 
+    /// The tags and the residual in one pass on a stream that ignores contexts (see [`packed::write_changed`]).
+    #[inline]
+    fn write_changed<S: Stream>(
+        s: &mut S,
+        config: &StateConfig,
+        value: &Self,
+        path: crate::delta::DeltaPath,
+        base: &Self,
+        prediction: Option<&Self>,
+    ) -> Result<(), CodecError> {
+        if S::CONTEXTS || S::READING {
+            return crate::delta::write_changed_generic(s, config, value, path, base, prediction);
+        }
+        packed::write_changed(s, config, value, path, base, prediction)
+    }
+
     #[inline]
     fn absolute_bits(config: &StateConfig, value: &Self) -> Option<u64> {
         Some(body_absolute_bits(config, &value.body)? + META_BITS)
