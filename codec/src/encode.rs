@@ -245,10 +245,12 @@ fn check_bounds(q: &Vec3Quantizer, v: &[i32; 3], ctx: Ctx) -> Result<(), CodecEr
 }
 
 /// Every smallest-three component within the quantizer's range: a residual can decode to one outside it.
-#[inline]
+// Always inlined, the components spelled out: every changed body written or read checks them.
+#[inline(always)]
 fn check_rotation_bounds(quant: &QuantConfig, components: &[i32; 3]) -> Result<(), CodecError> {
     let max = quant.rotation.max_component();
-    if components.iter().any(|c| !(-max..=max).contains(c)) {
+    let inside = |c: i32| (-max..=max).contains(&c);
+    if !(inside(components[0]) && inside(components[1]) && inside(components[2])) {
         return Err(CodecError::Invalid {
             field: ABS_ROTATION.name,
         });

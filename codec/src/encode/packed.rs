@@ -402,9 +402,20 @@ fn read_vector<S: Stream>(
     if tag > 0 {
         let bound = i64::from(buckets.0[(tag as usize - 1).min(2)]);
         let width = bits_for((2 * bound) as u32);
+        // The three components in one read when they fit in 32 bits and the stream holds them all. A bit-packing
+        // read that fails takes nothing, so without them the components are read one by one, each checked before
+        // the next is read: where the stream ends after a component out of range, that component is the error.
+        let mut all = 0;
+        let together = 3 * width <= 32 && s.packed(bucket, &mut all, 3 * width).is_ok();
+        let mask = (1u64 << width) - 1;
         for i in 0..3 {
-            let mut raw = 0;
-            s.packed(bucket, &mut raw, width)?;
+            let raw = if together {
+                all >> (width * (2 - i as u32)) & mask
+            } else {
+                let mut raw = 0;
+                s.packed(bucket, &mut raw, width)?;
+                raw
+            };
             let v = raw as i64 - bound;
             if v > bound {
                 let so_far = d[..i].iter().map(|x| x.abs()).max().unwrap_or(0);
