@@ -72,7 +72,7 @@ const UNCHANGED_NEAR: [[[Ctx; MOTION_CLASSES]; 2]; NEAR_CLASSES - 1] = [
 ];
 /// The perfect-prediction flag and the path tag, by the baseline's motion class and the class of the step the
 /// prediction takes from the baseline (see [`DeltaState::prediction_class`]).
-const PERFECT: [[Ctx; MOTION_CLASSES]; PREDICTION_CLASSES] = [
+pub(crate) const PERFECT: [[Ctx; MOTION_CLASSES]; PREDICTION_CLASSES] = [
     [
         Ctx::new(1, "perfect prediction flag"),
         Ctx::new(34, "perfect prediction flag, slow baseline"),
@@ -89,7 +89,7 @@ const PERFECT: [[Ctx; MOTION_CLASSES]; PREDICTION_CLASSES] = [
         Ctx::new(167, "perfect prediction flag, moving baseline, large step"),
     ],
 ];
-const PATH: [[Ctx; MOTION_CLASSES]; PREDICTION_CLASSES] = [
+pub(crate) const PATH: [[Ctx; MOTION_CLASSES]; PREDICTION_CLASSES] = [
     [
         Ctx::new(2, "encoding path"),
         Ctx::new(36, "encoding path, slow baseline"),
@@ -264,6 +264,23 @@ pub trait DeltaState: Copy + PartialEq + Default {
             Self::residual_bits(config, value, prediction),
             Self::residual_bits(config, value, baseline),
         )
+    }
+
+    /// Writes what [`serialize_changed`] writes for a changed entry after its prediction is handed over: along
+    /// `path` against `base` and `prediction` (made from it, if the entry has one), on a stream that ignores
+    /// contexts (the bit-packing writer's changed entry). The default goes through [`serialize_changed`]; a type on
+    /// a hot path overrides it to write its tags and state in one pass. An override must write exactly the same
+    /// bits and fail with exactly the same errors.
+    #[inline]
+    fn write_changed<S: Stream>(
+        s: &mut S,
+        config: &Self::Config,
+        value: &Self,
+        path: DeltaPath,
+        base: &Self,
+        prediction: Option<&Self>,
+    ) -> Result<(), CodecError> {
+        write_changed_generic(s, config, value, path, base, prediction)
     }
 
     /// Bits [`DeltaState::serialize_absolute`] writes with the bit-packing back end, or `None` when writing it
@@ -516,6 +533,23 @@ pub(crate) fn serialize_unchanged<S: Stream, T: DeltaState>(
         *path = DeltaPath::Unchanged;
     }
     Ok(unchanged)
+}
+
+/// [`DeltaState::write_changed`] through [`serialize_changed`]: the default, and what an override falls back to on a
+/// stream its one pass does not serve.
+#[inline]
+pub(crate) fn write_changed_generic<S: Stream, T: DeltaState>(
+    s: &mut S,
+    config: &T::Config,
+    value: &T,
+    path: DeltaPath,
+    base: &T,
+    prediction: Option<&T>,
+) -> Result<(), CodecError> {
+    let (mut value, mut path) = (*value, path);
+    serialize_changed(s, config, &mut value, &mut path, base, |_| {
+        Ok(prediction.map_or(Prediction::None, Prediction::Made))
+    })
 }
 
 /// The rest of [`serialize_entry_lazy`] after an unchanged flag that said the entry changed: the prediction, the

@@ -245,10 +245,12 @@ fn check_bounds(q: &Vec3Quantizer, v: &[i32; 3], ctx: Ctx) -> Result<(), CodecEr
 }
 
 /// Every smallest-three component within the quantizer's range: a residual can decode to one outside it.
-#[inline]
+// Always inlined, the components spelled out: every changed body written or read checks them.
+#[inline(always)]
 fn check_rotation_bounds(quant: &QuantConfig, components: &[i32; 3]) -> Result<(), CodecError> {
     let max = quant.rotation.max_component();
-    if components.iter().any(|c| !(-max..=max).contains(c)) {
+    let inside = |c: i32| (-max..=max).contains(&c);
+    if !(inside(components[0]) && inside(components[1]) && inside(components[2])) {
         return Err(CodecError::Invalid {
             field: ABS_ROTATION.name,
         });
@@ -1622,6 +1624,22 @@ impl DeltaState for ObjectState {
             )
         };
         (against(prediction), against(baseline))
+    }
+
+    /// The tags and the residual in one pass on a stream that ignores contexts (see [`packed::write_changed`]).
+    #[inline]
+    fn write_changed<S: Stream>(
+        s: &mut S,
+        config: &StateConfig,
+        value: &Self,
+        path: crate::delta::DeltaPath,
+        base: &Self,
+        prediction: Option<&Self>,
+    ) -> Result<(), CodecError> {
+        if S::CONTEXTS || S::READING {
+            return crate::delta::write_changed_generic(s, config, value, path, base, prediction);
+        }
+        packed::write_changed(s, config, value, path, base, prediction)
     }
 
     #[inline]

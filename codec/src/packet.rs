@@ -819,15 +819,17 @@ fn write_packed_entry<T: DeltaState>(
     if unchanged {
         return Ok(());
     }
-    let mut state = *e.state(values);
-    let mut older = e.older;
-    serialize_changed(s, config, &mut state, &mut path, &base.state, |s| {
-        if at.history {
-            serialize_older(s, &mut older)?;
-        }
-        Ok(e.prediction(values)
-            .map_or(Prediction::None, Prediction::Made))
-    })
+    if at.history {
+        serialize_older(s, &mut e.older.clone())?;
+    }
+    T::write_changed(
+        s,
+        config,
+        e.state(values),
+        path,
+        &base.state,
+        e.prediction(values),
+    )
 }
 
 /// Entries of a run [`write_entries_packed`] writes at once: 64 bits.

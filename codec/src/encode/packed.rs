@@ -3,6 +3,9 @@
 //! into one field ([`Stream::packed`]) instead of four, and no context worked out. Every changed rigid body of a
 //! bit-packed datagram goes through here, on both ends; the generic path cost about three times as much.
 //!
+//! The writer also takes a changed entry's tags (see [`write_changed`]): they and the residual's fields go in as few
+//! 64-bit fields as the bits allow ([`Fields`]).
+//!
 //! Reading takes the tag first (it says how wide the components are), then each component on its own, so that a
 //! component out of its bucket's range is the same [`CodecError::Invalid`], naming the same field, as the generic
 //! reader's.
@@ -14,6 +17,7 @@ use super::{
     check_bounds, check_rotation_bounds, meta_residual, rotation_as, turned_buckets,
     velocities_off,
 };
+use crate::delta::{DeltaPath, DeltaState, PATH, PERFECT};
 use crate::error::CodecError;
 use crate::quant::bits_for;
 use crate::state::{BodyState, ObjectState};
@@ -31,20 +35,12 @@ pub(super) fn object_residual<S: Stream>(
     baseline: Option<&BodyState>,
 ) -> Result<(), CodecError> {
     debug_assert!(!S::CONTEXTS);
+    if !S::READING {
+        return write_residual(s, config, value, reference, baseline, Fields::default());
+    }
     let quant = &config.quant;
     let (b, r) = (&mut value.body, &reference.body);
-    let same_largest = |base: &BodyState| base.rotation.largest == r.rotation.largest;
-    // The three-element arrays here and in `write_vector` are spelled out: `array::map` went out of line, a call
-    // per vector of every changed body on both ends.
-    let position_back = baseline.map_or([false; 3], |base| {
-        let back = |i: usize| r.position[i] < base.position[i];
-        [back(0), back(1), back(2)]
-    });
-    let rotation_back = baseline.map_or([false; 3], |base| {
-        let same = same_largest(base);
-        let back = |i: usize| same && r.rotation.components[i] < base.rotation.components[i];
-        [back(0), back(1), back(2)]
-    });
+    let (position_back, rotation_back) = flips(r, baseline);
     // The names of the contexts a component out of range is reported under, worked out only then.
     let position_name = |i: usize, so_far: i64| match (i, class(so_far, [3, 15])) {
         (_, 0) => POSITION.axes[i].name,
@@ -63,92 +59,47 @@ pub(super) fn object_residual<S: Stream>(
         }
     };
 
-    if S::READING {
-        b.at_rest = flag(s, AT_REST)?;
+    b.at_rest = flag(s, AT_REST)?;
+    read_vector(
+        s,
+        POSITION.bucket,
+        position_name,
+        POSITION_BUCKETS,
+        position_back,
+        &mut b.position,
+        &r.position,
+    )?;
+    check_bounds(&quant.position, &b.position, ABS_POSITION)?;
+    if flag(s, SAME_LARGEST)? {
+        b.rotation.largest = r.rotation.largest;
         read_vector(
             s,
-            POSITION.bucket,
-            position_name,
-            POSITION_BUCKETS,
-            position_back,
-            &mut b.position,
-            &r.position,
+            ROTATION.bucket,
+            rotation_name,
+            ROTATION_BUCKETS,
+            rotation_back,
+            &mut b.rotation.components,
+            &r.rotation.components,
         )?;
-        check_bounds(&quant.position, &b.position, ABS_POSITION)?;
-        if flag(s, SAME_LARGEST)? {
-            b.rotation.largest = r.rotation.largest;
-            read_vector(
-                s,
-                ROTATION.bucket,
-                rotation_name,
-                ROTATION_BUCKETS,
-                rotation_back,
-                &mut b.rotation.components,
-                &r.rotation.components,
-            )?;
-        } else {
-            let mut largest = 0;
-            s.packed(ABS_LARGEST, &mut largest, 2)?;
-            if largest == u64::from(r.rotation.largest) {
-                return Err(CodecError::Invalid {
-                    field: SAME_LARGEST.name,
-                });
-            }
-            b.rotation.largest = largest as u8;
-            let turned = rotation_as(quant, &r.rotation, b.rotation.largest);
-            read_vector(
-                s,
-                TURNED,
-                |_, _| TURNED.name,
-                turned_buckets(quant),
-                [false; 3],
-                &mut b.rotation.components,
-                &turned,
-            )?;
-        }
     } else {
-        write_vector(
-            s,
-            POSITION.bucket,
-            POSITION_BUCKETS,
-            position_back,
-            &b.position,
-            &r.position,
-            u64::from(b.at_rest),
-            1,
-        )?;
-        check_bounds(&quant.position, &b.position, ABS_POSITION)?;
-        if b.rotation.largest == r.rotation.largest {
-            write_vector(
-                s,
-                ROTATION.bucket,
-                ROTATION_BUCKETS,
-                rotation_back,
-                &b.rotation.components,
-                &r.rotation.components,
-                1,
-                1,
-            )?;
-        } else {
-            if b.rotation.largest > 3 {
-                return Err(CodecError::Invalid {
-                    field: ABS_LARGEST.name,
-                });
-            }
-            // The same-largest flag (0) and the new largest component, then the residual against the reference
-            // re-expressed with it.
-            let turned = rotation_as(quant, &r.rotation, b.rotation.largest);
-            write_vector(
-                s,
-                TURNED,
-                turned_buckets(quant),
-                [false; 3],
-                &b.rotation.components,
-                &turned,
-                u64::from(b.rotation.largest),
-                3,
-            )?;
+        let mut largest = 0;
+        s.packed(ABS_LARGEST, &mut largest, 2)?;
+        if largest == u64::from(r.rotation.largest) {
+            return Err(CodecError::Invalid {
+                field: SAME_LARGEST.name,
+            });
         }
+        b.rotation.largest = largest as u8;
+        let turned = rotation_as(quant, &r.rotation, b.rotation.largest);
+        read_vector(
+            s,
+            TURNED,
+            |_, _| TURNED.name,
+            turned_buckets(quant),
+            [false; 3],
+            &mut b.rotation.components,
+            &turned,
+        )?;
     }
     check_rotation_bounds(quant, &b.rotation.components)?;
     if config.pose_only {
@@ -157,18 +108,22 @@ pub(super) fn object_residual<S: Stream>(
         b.linear_velocity = [0; 3];
         b.angular_velocity = [0; 3];
     } else {
-        velocity(
+        read_vector(
             s,
-            &LINEAR,
+            LINEAR.bucket,
+            |i, _| LINEAR.axes[i].name,
             LINEAR_BUCKETS,
+            [false; 3],
             &mut b.linear_velocity,
             &r.linear_velocity,
         )?;
         check_bounds(&quant.linear_velocity, &b.linear_velocity, ABS_LINEAR)?;
-        velocity(
+        read_vector(
             s,
-            &ANGULAR,
+            ANGULAR.bucket,
+            |i, _| ANGULAR.axes[i].name,
             ANGULAR_BUCKETS,
+            [false; 3],
             &mut b.angular_velocity,
             &r.angular_velocity,
         )?;
@@ -177,28 +132,191 @@ pub(super) fn object_residual<S: Stream>(
     meta_residual(s, value, reference)
 }
 
-/// A velocity residual (no sign flips, each axis's own context name).
-#[inline(always)]
-fn velocity<S: Stream>(
+/// What [`crate::delta::serialize_changed`] writes for a changed body along `path` against `base` and the
+/// prediction made from it (if any) on a stream that ignores contexts, in one pass: the perfect-prediction flag and
+/// the path tag go in one field with the residual's first (see [`DeltaState::write_changed`]). The same bits and
+/// the same errors as there.
+#[inline]
+pub(super) fn write_changed<S: Stream>(
     s: &mut S,
-    ctx: &super::VecCtx,
-    buckets: Buckets,
-    value: &mut [i32; 3],
-    reference: &[i32; 3],
+    config: &StateConfig,
+    value: &ObjectState,
+    path: DeltaPath,
+    base: &ObjectState,
+    prediction: Option<&ObjectState>,
 ) -> Result<(), CodecError> {
-    if S::READING {
-        read_vector(
-            s,
-            ctx.bucket,
-            |i, _| ctx.axes[i].name,
-            buckets,
-            [false; 3],
-            value,
-            reference,
-        )
-    } else {
-        write_vector(s, ctx.bucket, buckets, [false; 3], value, reference, 0, 0)
+    debug_assert!(!S::CONTEXTS && !S::READING);
+    // With a prediction, the perfect-prediction flag (0 unless the entry is the prediction) and the path tag in two
+    // bits (0: against the prediction, 1: against the baseline, 2: absolute); without one, the tag less one in one
+    // bit.
+    let (reference, baseline, tags) = match (path, prediction) {
+        (DeltaPath::Predicted, Some(_)) => return s.packed(PERFECT[0][0], &mut 1, 1),
+        (DeltaPath::PredictionError, Some(p)) => (p, Some(&base.body), Fields { code: 0, bits: 3 }),
+        (DeltaPath::Delta, Some(_)) => (base, None, Fields { code: 1, bits: 3 }),
+        (DeltaPath::Delta, None) => (base, None, Fields { code: 0, bits: 1 }),
+        (DeltaPath::Absolute, _) => {
+            let (mut code, bits) = if prediction.is_some() { (2, 3) } else { (1, 1) };
+            s.packed(PATH[0][0], &mut code, bits)?;
+            return ObjectState::serialize_absolute(s, config, &mut value.clone());
+        }
+        // Unchanged, or a path that needs a prediction the entry has none of: the path tag cannot say it.
+        _ => {
+            return Err(CodecError::Invalid {
+                field: PATH[0][0].name,
+            });
+        }
+    };
+    write_residual(s, config, value, reference, baseline, tags)
+}
+
+/// Fields gathered into one [`Stream::packed`] call while they fit in its 64 bits, most significant first: the
+/// writer's fields of one changed body in as few calls as their bits allow.
+#[derive(Default)]
+struct Fields {
+    /// The gathered fields, the first in the highest bits; nothing above `bits`.
+    code: u64,
+    bits: u32,
+}
+
+impl Fields {
+    /// Appends `code`'s low `bits` bits (`bits` at most 64, nothing above them), writing out what was gathered
+    /// first if they do not fit beside it.
+    #[inline(always)]
+    fn push<S: Stream>(&mut self, s: &mut S, code: u64, bits: u32) -> Result<(), CodecError> {
+        if self.bits + bits > 64 {
+            self.flush(s)?;
+        }
+        // Now `self.bits + bits <= 64`: a shift by 64 finds nothing gathered (and wraps to a shift by 0 of 0).
+        self.code = self.code.wrapping_shl(bits) | code;
+        self.bits += bits;
+        Ok(())
     }
+
+    /// Writes out what was gathered.
+    #[inline(always)]
+    fn flush<S: Stream>(&mut self, s: &mut S) -> Result<(), CodecError> {
+        if self.bits > 0 {
+            s.packed(POSITION.bucket, &mut self.code, self.bits)?;
+        }
+        *self = Fields::default();
+        Ok(())
+    }
+}
+
+/// Which position axes and rotation components of the residual against `r` go with their signs flipped: those
+/// the prediction from `baseline` (if `r` is one) stepped back on.
+#[inline(always)]
+fn flips(r: &BodyState, baseline: Option<&BodyState>) -> ([bool; 3], [bool; 3]) {
+    // The three-element arrays here and in `vector_code` are spelled out: `array::map` went out of line, a call
+    // per vector of every changed body on both ends.
+    let position_back = baseline.map_or([false; 3], |base| {
+        let back = |i: usize| r.position[i] < base.position[i];
+        [back(0), back(1), back(2)]
+    });
+    let rotation_back = baseline.map_or([false; 3], |base| {
+        let same = base.rotation.largest == r.rotation.largest;
+        let back = |i: usize| same && r.rotation.components[i] < base.rotation.components[i];
+        [back(0), back(1), back(2)]
+    });
+    (position_back, rotation_back)
+}
+
+/// The writing side of [`object_residual`], after the `fields` gathered before it (a changed entry's tags): the
+/// same checks in the same order, each vector and the authority fields gathered into `fields`, written at the end.
+#[inline(always)]
+fn write_residual<S: Stream>(
+    s: &mut S,
+    config: &StateConfig,
+    value: &ObjectState,
+    reference: &ObjectState,
+    baseline: Option<&BodyState>,
+    mut fields: Fields,
+) -> Result<(), CodecError> {
+    let quant = &config.quant;
+    let (b, r) = (&value.body, &reference.body);
+    let (position_back, rotation_back) = flips(r, baseline);
+    let (code, bits) = vector_code(
+        POSITION.bucket,
+        POSITION_BUCKETS,
+        position_back,
+        &b.position,
+        &r.position,
+        u64::from(b.at_rest),
+        1,
+    )?;
+    fields.push(s, code, bits)?;
+    check_bounds(&quant.position, &b.position, ABS_POSITION)?;
+    let (code, bits) = if b.rotation.largest == r.rotation.largest {
+        vector_code(
+            ROTATION.bucket,
+            ROTATION_BUCKETS,
+            rotation_back,
+            &b.rotation.components,
+            &r.rotation.components,
+            1,
+            1,
+        )?
+    } else {
+        if b.rotation.largest > 3 {
+            return Err(CodecError::Invalid {
+                field: ABS_LARGEST.name,
+            });
+        }
+        // The same-largest flag (0) and the new largest component, then the residual against the reference
+        // re-expressed with it.
+        let turned = rotation_as(quant, &r.rotation, b.rotation.largest);
+        vector_code(
+            TURNED,
+            turned_buckets(quant),
+            [false; 3],
+            &b.rotation.components,
+            &turned,
+            u64::from(b.rotation.largest),
+            3,
+        )?
+    };
+    fields.push(s, code, bits)?;
+    check_rotation_bounds(quant, &b.rotation.components)?;
+    if config.pose_only {
+        velocities_off::<S>(&mut b.clone())?;
+    } else if !b.at_rest {
+        let (code, bits) = vector_code(
+            LINEAR.bucket,
+            LINEAR_BUCKETS,
+            [false; 3],
+            &b.linear_velocity,
+            &r.linear_velocity,
+            0,
+            0,
+        )?;
+        fields.push(s, code, bits)?;
+        check_bounds(&quant.linear_velocity, &b.linear_velocity, ABS_LINEAR)?;
+        let (code, bits) = vector_code(
+            ANGULAR.bucket,
+            ANGULAR_BUCKETS,
+            [false; 3],
+            &b.angular_velocity,
+            &r.angular_velocity,
+            0,
+            0,
+        )?;
+        fields.push(s, code, bits)?;
+        check_bounds(&quant.angular_velocity, &b.angular_velocity, ABS_ANGULAR)?;
+    }
+    // The authority's changed flag, then (when they changed) the authority and the two sequences, as
+    // `meta_residual` writes them.
+    let changed = value.authority != reference.authority
+        || value.authority_seq != reference.authority_seq
+        || value.ownership_seq != reference.ownership_seq;
+    if changed {
+        let meta = u64::from(value.authority) << 32
+            | u64::from(value.authority_seq) << 16
+            | u64::from(value.ownership_seq);
+        fields.push(s, 1 << 40 | meta, 41)?;
+    } else {
+        fields.push(s, 0, 1)?;
+    }
+    fields.flush(s)
 }
 
 /// One flag, read.
@@ -221,14 +339,12 @@ fn class(so_far: i64, classes: [i64; 2]) -> usize {
     }
 }
 
-/// Writes `prefix` (its low `prefix_bits` bits), then `value`'s residual against `reference` as
+/// `prefix` (its low `prefix_bits` bits), then `value`'s residual against `reference` as
 /// [`super::vec_residual_chained`] writes it: the bucket tag and each component within the bucket's bound, its
-/// sign flipped where `flip` says, all as one field. A residual beyond the largest bucket is
-/// [`CodecError::Invalid`] naming `bucket`.
+/// sign flipped where `flip` says, all as one field of the bits returned. A residual beyond the largest bucket, or
+/// a field wider than 64 bits, is [`CodecError::Invalid`] naming `bucket`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn write_vector<S: Stream>(
-    s: &mut S,
+fn vector_code(
     bucket: Ctx,
     buckets: Buckets,
     flip: [bool; 3],
@@ -236,7 +352,7 @@ fn write_vector<S: Stream>(
     reference: &[i32; 3],
     prefix: u64,
     prefix_bits: u32,
-) -> Result<(), CodecError> {
+) -> Result<(u64, u32), CodecError> {
     let residual = |i: usize| i64::from(value[i]) - i64::from(reference[i]);
     let d = [residual(0), residual(1), residual(2)];
     let largest = d[0].abs().max(d[1].abs()).max(d[2].abs());
@@ -260,10 +376,14 @@ fn write_vector<S: Stream>(
         code = (((code << width | offset(0)) << width | offset(1)) << width) | offset(2);
         bits += 3 * width;
     }
-    s.packed(bucket, &mut code, bits)
+    // What `Stream::packed` refuses (a turned rotation's components of a very fine rotation quantizer).
+    if bits > 64 || (bits < 64 && code >> bits != 0) {
+        return Err(CodecError::Invalid { field: bucket.name });
+    }
+    Ok((code, bits))
 }
 
-/// Reads what [`write_vector`] wrote (without its prefix) into `value`, against `reference`: the tag, then each
+/// Reads what [`vector_code`] wrote (without its prefix) into `value`, against `reference`: the tag, then each
 /// component. A component beyond its bucket's bound is [`CodecError::Invalid`] naming `axis(i, largest)`, where
 /// `largest` is the largest magnitude of the components before it (as the generic reader names its contexts).
 #[inline(always)]
@@ -282,9 +402,20 @@ fn read_vector<S: Stream>(
     if tag > 0 {
         let bound = i64::from(buckets.0[(tag as usize - 1).min(2)]);
         let width = bits_for((2 * bound) as u32);
+        // The three components in one read when they fit in 32 bits and the stream holds them all. A bit-packing
+        // read that fails takes nothing, so without them the components are read one by one, each checked before
+        // the next is read: where the stream ends after a component out of range, that component is the error.
+        let mut all = 0;
+        let together = 3 * width <= 32 && s.packed(bucket, &mut all, 3 * width).is_ok();
+        let mask = (1u64 << width) - 1;
         for i in 0..3 {
-            let mut raw = 0;
-            s.packed(bucket, &mut raw, width)?;
+            let raw = if together {
+                all >> (width * (2 - i as u32)) & mask
+            } else {
+                let mut raw = 0;
+                s.packed(bucket, &mut raw, width)?;
+                raw
+            };
             let v = raw as i64 - bound;
             if v > bound {
                 let so_far = d[..i].iter().map(|x| x.abs()).max().unwrap_or(0);
@@ -306,6 +437,7 @@ fn read_vector<S: Stream>(
 mod tests {
     use super::*;
     use crate::bitpack::{BitReadStream, BitWriteStream};
+    use crate::delta::write_changed_generic;
     use crate::quant::QuantizedRotation;
     use crate::stream::MeasureStream;
     use proptest::prelude::*;
@@ -412,6 +544,31 @@ mod tests {
                         expected.body.angular_velocity = [0; 3];
                     }
                     prop_assert_eq!(back, expected);
+                }
+            }
+        }
+
+        #[test]
+        fn a_changed_entry_writes_what_serialize_changed_writes(
+            base in state(),
+            predicted in state(),
+            noise in prop::array::uniform12(-20_000i32..20_000),
+            spread in prop::sample::select(vec![0, 3, 15, 40, 300, 9000, 20_000]),
+            turn in any::<bool>(),
+            near_prediction in any::<bool>(),
+            with_prediction in any::<bool>(),
+            path in prop::sample::select(DeltaPath::ALL.to_vec()),
+        ) {
+            let value = nudged(if near_prediction { &predicted } else { &base }, noise, spread, turn);
+            let prediction = with_prediction.then_some(&predicted);
+            for config in configs() {
+                let (mut a, mut b) = (BitWriteStream::new(), BitWriteStream::new());
+                let fast = write_changed(&mut a, &config, &value, path, &base, prediction);
+                let slow = write_changed_generic(&mut b, &config, &value, path, &base, prediction);
+                prop_assert_eq!(&fast, &slow);
+                if slow.is_ok() {
+                    prop_assert_eq!(a.bits_written(), b.bits_written());
+                    prop_assert_eq!(a.finish(), b.finish());
                 }
             }
         }
