@@ -4285,6 +4285,61 @@ mod tests {
         }
     }
 
+    /// The finest rotation quantizer (20 bits a component): a body whose largest component changed is coded
+    /// against its baseline with a residual wider than one 64-bit field on the bit-packing back end; both back
+    /// ends must send it and read it back.
+    #[test]
+    fn a_turned_rotation_of_the_finest_quantizer_travels_as_a_delta() {
+        let mut config = StateConfig::default();
+        config.quant.rotation = crate::quant::RotationQuantizer::new(20);
+        let at = |q: [f32; 4]| ObjectState {
+            body: BodyState::quantize(&config.quant, [1.0, 2.0, 3.0], q, [0.0; 3], [0.0; 3], false),
+            ..ObjectState::default()
+        };
+        // 46 degrees about y, then 44: the largest component turns from y to w.
+        let (s, c) = (23f32.to_radians().sin(), 23f32.to_radians().cos());
+        let (t, d) = (22f32.to_radians().sin(), 22f32.to_radians().cos());
+        let states = [at([0.0, c.max(s), 0.0, s.min(c)]), at([0.0, t, 0.0, d])];
+        assert_ne!(
+            states[0].body.rotation.largest,
+            states[1].body.rotation.largest
+        );
+        for backend in [Backend::Bitpack, Backend::Arith] {
+            let link = LinkConfig {
+                backend,
+                ..LinkConfig::default()
+            };
+            let mut tracker = AckTracker::new(link.max_objects);
+            let mut history = ReceiveHistory::new(link.max_objects);
+            for (sequence, state) in (1u16..).zip(states) {
+                let header = PacketHeader {
+                    sequence,
+                    ack: sequence.wrapping_sub(1),
+                    ack_bits: 0,
+                    ..PacketHeader::default()
+                };
+                let p = encode_packet(
+                    &link,
+                    &config,
+                    header,
+                    sequence,
+                    &[0],
+                    |_| Some(state),
+                    &mut tracker,
+                )
+                .unwrap_or_else(|e| panic!("{backend:?}, packet {sequence}: {e:?}"));
+                let d =
+                    decode_packet::<ObjectState>(&link, &config, &p.bytes, &mut history).unwrap();
+                assert_eq!(d.entries, vec![(0, state)], "{backend:?}");
+                tracker.process_acks(sequence, 0);
+            }
+            assert!(
+                tracker.baseline(0, 3).is_some(),
+                "{backend:?}: the second state was not sent against the first"
+            );
+        }
+    }
+
     #[test]
     fn small_budget_is_respected() {
         let link = LinkConfig {

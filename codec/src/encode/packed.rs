@@ -246,8 +246,8 @@ fn write_residual<S: Stream>(
     )?;
     fields.push(s, code, bits)?;
     check_bounds(&quant.position, &b.position, ABS_POSITION)?;
-    let (code, bits) = if b.rotation.largest == r.rotation.largest {
-        vector_code(
+    if b.rotation.largest == r.rotation.largest {
+        let (code, bits) = vector_code(
             ROTATION.bucket,
             ROTATION_BUCKETS,
             rotation_back,
@@ -255,7 +255,8 @@ fn write_residual<S: Stream>(
             &r.rotation.components,
             1,
             1,
-        )?
+        )?;
+        fields.push(s, code, bits)?;
     } else {
         if b.rotation.largest > 3 {
             return Err(CodecError::Invalid {
@@ -263,19 +264,17 @@ fn write_residual<S: Stream>(
             });
         }
         // The same-largest flag (0) and the new largest component, then the residual against the reference
-        // re-expressed with it.
+        // re-expressed with it, which may not fit in one field.
         let turned = rotation_as(quant, &r.rotation, b.rotation.largest);
-        vector_code(
-            TURNED,
+        push_turned(
+            s,
+            &mut fields,
             turned_buckets(quant),
-            [false; 3],
             &b.rotation.components,
             &turned,
             u64::from(b.rotation.largest),
-            3,
-        )?
-    };
-    fields.push(s, code, bits)?;
+        )?;
+    }
     check_rotation_bounds(quant, &b.rotation.components)?;
     if config.pose_only {
         velocities_off::<S>(&mut b.clone())?;
@@ -339,6 +338,47 @@ fn class(so_far: i64, classes: [i64; 2]) -> usize {
     }
 }
 
+/// The bucket tag (1 to 3, or 0 for none) and bound of a residual whose largest component magnitude is
+/// `largest`; beyond the largest bucket is [`CodecError::Invalid`] naming `bucket`.
+#[inline(always)]
+fn bucket_tag(bucket: Ctx, buckets: Buckets, largest: i64) -> Result<(u64, i64), CodecError> {
+    let [small, medium, large] = buckets.0;
+    let [small, medium, large] = [i64::from(small), i64::from(medium), i64::from(large)];
+    match largest {
+        0 => Ok((0, 0)),
+        m if m <= small => Ok((1, small)),
+        m if m <= medium => Ok((2, medium)),
+        m if m <= large => Ok((3, large)),
+        _ => Err(CodecError::Invalid { field: bucket.name }),
+    }
+}
+
+/// A turned rotation's residual as [`vector_code`] lays it out with its three-bit prefix (the same-largest flag,
+/// 0, and `largest`), pushed onto `fields` a component at a time: with the finest rotation quantizers (19 and 20
+/// bits a component) the whole takes more than the 64 bits of one field. A turn is rare, so this is not the hot
+/// path.
+fn push_turned<S: Stream>(
+    s: &mut S,
+    fields: &mut Fields,
+    buckets: Buckets,
+    value: &[i32; 3],
+    reference: &[i32; 3],
+    largest: u64,
+) -> Result<(), CodecError> {
+    let d = [0, 1, 2].map(|i| i64::from(value[i]) - i64::from(reference[i]));
+    let magnitude = d.iter().map(|x| x.abs()).max().unwrap_or(0);
+    let (tag, bound) = bucket_tag(TURNED, buckets, magnitude)?;
+    fields.push(s, largest << 2 | tag, 5)?;
+    if tag > 0 {
+        // Each component as its offset from -bound, in the bucket's width (at most 22 bits): |d| <= bound.
+        let width = bits_for((2 * bound) as u32);
+        for x in d {
+            fields.push(s, (x + bound) as u64, width)?;
+        }
+    }
+    Ok(())
+}
+
 /// `prefix` (its low `prefix_bits` bits), then `value`'s residual against `reference` as
 /// [`super::vec_residual_chained`] writes it: the bucket tag and each component within the bucket's bound, its
 /// sign flipped where `flip` says, all as one field of the bits returned. A residual beyond the largest bucket, or
@@ -356,17 +396,7 @@ fn vector_code(
     let residual = |i: usize| i64::from(value[i]) - i64::from(reference[i]);
     let d = [residual(0), residual(1), residual(2)];
     let largest = d[0].abs().max(d[1].abs()).max(d[2].abs());
-    let [small, medium, large] = buckets.0;
-    let [small, medium, large] = [i64::from(small), i64::from(medium), i64::from(large)];
-    let (tag, bound) = match largest {
-        0 => (0, 0),
-        m if m <= small => (1, small),
-        m if m <= medium => (2, medium),
-        m if m <= large => (3, large),
-        _ => {
-            return Err(CodecError::Invalid { field: bucket.name });
-        }
-    };
+    let (tag, bound) = bucket_tag(bucket, buckets, largest)?;
     let mut code = prefix << 2 | tag;
     let mut bits = prefix_bits + 2;
     if tag > 0 {
@@ -376,7 +406,8 @@ fn vector_code(
         code = (((code << width | offset(0)) << width | offset(1)) << width) | offset(2);
         bits += 3 * width;
     }
-    // What `Stream::packed` refuses (a turned rotation's components of a very fine rotation quantizer).
+    // What `Stream::packed` refuses; no caller's buckets come near it (a turned rotation, which can, goes through
+    // `push_turned`).
     if bits > 64 || (bits < 64 && code >> bits != 0) {
         return Err(CodecError::Invalid { field: bucket.name });
     }
@@ -438,7 +469,7 @@ mod tests {
     use super::*;
     use crate::bitpack::{BitReadStream, BitWriteStream};
     use crate::delta::write_changed_generic;
-    use crate::quant::QuantizedRotation;
+    use crate::quant::{QuantizedRotation, RotationQuantizer};
     use crate::stream::MeasureStream;
     use proptest::prelude::*;
 
@@ -487,13 +518,18 @@ mod tests {
         s
     }
 
-    fn configs() -> [StateConfig; 2] {
+    /// The default config, pose-only, and the finest rotation quantizer (20 bits a component), whose turned
+    /// rotations' residuals take more than 64 bits.
+    fn configs() -> [StateConfig; 3] {
+        let mut fine = StateConfig::default();
+        fine.quant.rotation = RotationQuantizer::new(20);
         [
             StateConfig::default(),
             StateConfig {
                 pose_only: true,
                 ..StateConfig::default()
             },
+            fine,
         ]
     }
 
