@@ -255,8 +255,8 @@ impl FeelMeter {
         } else {
             Some(world.frame())
         };
-        let after_handover =
-            handover_frame.is_some_and(|f| (world.frame() - f) as f32 * dt <= MAX_WAIT_SECONDS);
+        let after_handover = handover_frame
+            .is_some_and(|f| world.frame().saturating_sub(f) as f32 * dt <= MAX_WAIT_SECONDS);
         let (render_step, physics_step) = (render - before.render, physics - before.physics);
         let jump = render_step.norm() - before.speed.max(speed) * dt;
         f.worst_jump_m = f.worst_jump_m.max(jump);
