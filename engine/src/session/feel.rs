@@ -90,8 +90,6 @@ pub struct Backstep {
     pub applied: Option<AppliedState>,
     /// The received state the pose two frames earlier came from (the step compared against starts there).
     pub origin: Option<AppliedState>,
-    /// Which pose stepped back ([`FeelFault::RenderBackstep`] or [`FeelFault::PhysicsBackstep`]).
-    pub pose: FeelFault,
     /// Whether this peer saw the object's authority change hands within [`MAX_WAIT_SECONDS`] before: a new
     /// authority's first states come from its own copy, which trails the old authority's by a trip and a play-out
     /// delay when it took the object by touch in flight.
@@ -301,7 +299,6 @@ impl FeelMeter {
                                 .into_iter()
                                 .flatten()
                                 .find(|a| a.frame + 3 <= world.frame()),
-                            pose: fault,
                             after_handover,
                         });
                     }

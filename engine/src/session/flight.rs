@@ -6,7 +6,7 @@
 //! anything; [`backstep_cause`] then tells the backsteps whose received states the authority produced in free
 //! flight, over every step between them, from those after a contact there; of the former, those shortly after
 //! the object changed authority (a new authority's copy trails the old one's) from what the sync itself got
-//! wrong. [`BackstepsByCause`] sums them up.
+//! wrong. [`BackstepsByCause`] sums them up; [`BackstepsByCause::free_flight`] is what the sync made.
 
 use physync_codec::BodyState;
 use serde::Serialize;
@@ -141,15 +141,6 @@ pub fn backstep_cause(b: &Backstep, logs: &[FlightLog]) -> BackstepCause {
     }
 }
 
-/// The largest of `backsteps` (one observer's) that the sync made: those whose received states the authority
-/// produced in free flight, over every step the observer's poses compared stand for (a backstep after a
-/// contact on the authority is the authority's own trajectory). A backstep whose states no log accounts for
-/// counts.
-pub fn max_free_flight_backstep(backsteps: &[Backstep], logs: &[FlightLog]) -> f32 {
-    let by_cause = BackstepsByCause::of(backsteps, logs);
-    by_cause.after_handover.max(by_cause.sync)
-}
-
 /// The largest backstep (m) of each [`BackstepCause`], render or physics pose, and how many went over
 /// [`LOGGED_BACKSTEP_M`]: what stands behind a `max_backstep_mm` over its goal.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -179,6 +170,13 @@ impl BackstepsByCause {
             }
             f
         })
+    }
+
+    /// The largest backstep whose received states the authority produced in free flight, over every step the
+    /// observer's poses compared stand for ([`BackstepCause::AfterHandover`] or [`BackstepCause::Sync`]): what the
+    /// sync made, the authority's own contacts left out.
+    pub fn free_flight(&self) -> f32 {
+        self.after_handover.max(self.sync)
     }
 
     /// The worst of two observers' figures (counts added).
@@ -288,12 +286,7 @@ mod tests {
             meter.observe(&observer);
             observer_log.record(&observer);
         }
-        let logs = [authority_log, observer_log];
-        let by_cause = BackstepsByCause::of(meter.backsteps(), &logs);
-        assert_eq!(
-            max_free_flight_backstep(meter.backsteps(), &logs),
-            by_cause.after_handover.max(by_cause.sync)
-        );
+        let by_cause = BackstepsByCause::of(meter.backsteps(), &[authority_log, observer_log]);
         let f = meter.figures();
         assert_eq!(
             f.max_backstep_m,

@@ -25,9 +25,7 @@ pub use control::{
 pub use controls::PlayerControls;
 pub use core::SessionCore;
 pub use feel::{Backstep, FeelFigures, FeelMeter};
-pub use flight::{
-    BackstepCause, BackstepsByCause, FlightLog, backstep_cause, max_free_flight_backstep,
-};
+pub use flight::{BackstepCause, BackstepsByCause, FlightLog, backstep_cause};
 pub use jitter::{DEFAULT_JITTER_DELAY, FrameJitterBuffer, MAX_LEAD_STEPS, Upcoming};
 pub use playout::ArrivalSpread;
 pub use rate::RateMeter;

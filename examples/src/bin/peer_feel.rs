@@ -371,7 +371,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .chain(&guest_meters)
         .map(|m| BackstepsByCause::of(m.backsteps(), &logs))
         .fold(BackstepsByCause::default(), BackstepsByCause::merge);
-    let max_backstep_sync_m = by_cause.after_handover.max(by_cause.sync);
+    let max_backstep_sync_m = by_cause.free_flight();
     let contests = duel.rounds().iter().filter(|r| r.contested()).count();
     let mut times: Vec<f64> = resolved.iter().flatten().copied().collect();
     times.sort_by(f64::total_cmp);
