@@ -7,7 +7,8 @@
 //! Orientation is predicted too: the smallest-three rotation is unpacked to a 4.28 fixed-point quaternion (the
 //! largest component rebuilt with an integer square root), advanced by the angular velocity each frame with the
 //! first-order update `q += ½·dt·ω⊗q`, and packed again. That update is linear in `q`, so normalizing once at
-//! the end gives the same direction as normalizing every frame.
+//! the end gives the same direction as normalizing every frame; an undamped spin repeats the same update, so its
+//! frames are taken as one product (`spin_undamped`).
 
 use crate::quant::{QuantConfig, QuantizedRotation};
 use crate::state::BodyState;
@@ -137,10 +138,7 @@ impl Predictor {
             return r;
         }
         if self.angular_keep == ONE {
-            // Undamped: the step is the same every frame, so it is computed once.
-            for _ in 0..frames {
-                q = rotate_step(q, &h);
-            }
+            q = spin_undamped(q, &h, h_sq >> QFRAC, frames);
         } else {
             for _ in 0..frames {
                 w = w.map(|x| (x * self.angular_keep) >> FRAC);
@@ -258,16 +256,41 @@ impl Predictor {
     }
 }
 
+/// `h⊗q` for the pure quaternion `h` (4.28, the half-angle step) and the 4.28 quaternion `q`, at 4.28.
+#[inline(always)]
+fn turn(q: [i64; 4], h: &[i64; 3]) -> [i64; 4] {
+    let [x, y, z, s] = q;
+    [
+        (h[0] * s + h[1] * z - h[2] * y) >> QFRAC,
+        (h[1] * s + h[2] * x - h[0] * z) >> QFRAC,
+        (h[2] * s + h[0] * y - h[1] * x) >> QFRAC,
+        -((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
+    ]
+}
+
 /// One first-order step `q += ½·dt·ω⊗q` of a 4.28 quaternion by the half-angle step `h` (4.28).
 #[inline(always)]
 fn rotate_step(q: [i64; 4], h: &[i64; 3]) -> [i64; 4] {
-    let [x, y, z, s] = q;
-    [
-        x + ((h[0] * s + h[1] * z - h[2] * y) >> QFRAC),
-        y + ((h[1] * s + h[2] * x - h[0] * z) >> QFRAC),
-        z + ((h[2] * s + h[0] * y - h[1] * x) >> QFRAC),
-        s - ((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
-    ]
+    let t = turn(q, h);
+    [q[0] + t[0], q[1] + t[1], q[2] + t[2], q[3] + t[3]]
+}
+
+/// `frames` first-order steps by the same half-angle step `h` (4.28; `h_sq` its squared length, 4.28), as one
+/// product: `(1 + h)^n` for a pure quaternion `h` (`h² = -|h|²`) is `A + B·h` with scalars following
+/// `(A + B·h)(1 + h) = (A - |h|²·B) + (A + B)·h`, so `q` becomes `A·q + B·(h⊗q)`. A few scalar operations a frame
+/// instead of a quaternion product; it differs from stepping frame by frame only in rounding (a part in 2^28 a
+/// frame), and both ends of a link run this same code.
+///
+/// Bounds, for `frames·|h|² <= 8` (the caller's guard): `|A|`, `|B·h|` and the result stay within
+/// `(1 + |h|²)^(n/2) <= e^4` of a unit quaternion, so every product is below 2^62.
+#[inline(always)]
+fn spin_undamped(q: [i64; 4], h: &[i64; 3], h_sq: i64, frames: u16) -> [i64; 4] {
+    let (mut a, mut b) = (1i64 << QFRAC, 0i64);
+    for _ in 0..frames {
+        (a, b) = (a - ((h_sq * b) >> QFRAC), a + b);
+    }
+    let t = turn(q, h);
+    [0, 1, 2, 3].map(|i| (a * q[i] + b * t[i]) >> QFRAC)
 }
 
 /// `a / b` for `a >= 0` and `b > 0`, rounded down: exactly the integer quotient. A floating-point estimate (a
@@ -586,8 +609,60 @@ mod tests {
     fn plain_rotation(
         p: &Predictor,
         r: QuantizedRotation,
-        mut w: [i64; 3],
+        w: [i64; 3],
         frames: u16,
+    ) -> QuantizedRotation {
+        plain_rotation_by(p, r, w, frames, false)
+    }
+
+    /// `frames` first-order steps `q += h⊗q`, `h` recomputed every frame from the damped spin.
+    fn plain_steps(p: &Predictor, mut q: [i64; 4], mut w: [i64; 3], frames: u16) -> [i64; 4] {
+        for _ in 0..frames {
+            if p.angular_keep != ONE {
+                w = w.map(|x| (x * p.angular_keep) >> FRAC);
+            }
+            let h = [0, 1, 2]
+                .map(|i| ((w[i] * p.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT));
+            let [x, y, z, s] = q;
+            q = [
+                x + ((h[0] * s + h[1] * z - h[2] * y) >> QFRAC),
+                y + ((h[1] * s + h[2] * x - h[0] * z) >> QFRAC),
+                z + ((h[2] * s + h[0] * y - h[1] * x) >> QFRAC),
+                s - ((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
+            ];
+        }
+        q
+    }
+
+    /// `(1 + h)^frames ⊗ q` as `A·q + B·(h⊗q)`, the scalars stepped in 128 bits.
+    fn plain_spin_undamped(q: [i64; 4], h: [i64; 3], frames: u16) -> [i64; 4] {
+        let h = h.map(i128::from);
+        let h_sq = (h[0] * h[0] + h[1] * h[1] + h[2] * h[2]) >> QFRAC;
+        let (mut a, mut b) = (1i128 << QFRAC, 0i128);
+        for _ in 0..frames {
+            let next_a = a - ((h_sq * b) >> QFRAC);
+            b += a;
+            a = next_a;
+        }
+        let [x, y, z, s] = q.map(i128::from);
+        let t = [
+            (h[0] * s + h[1] * z - h[2] * y) >> QFRAC,
+            (h[1] * s + h[2] * x - h[0] * z) >> QFRAC,
+            (h[2] * s + h[0] * y - h[1] * x) >> QFRAC,
+            -((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
+        ];
+        let q = [x, y, z, s];
+        [0, 1, 2, 3].map(|i| ((a * q[i] + b * t[i]) >> QFRAC) as i64)
+    }
+
+    /// The plain rotation predictor, its undamped spin taken frame by frame if `stepped` (as it was before the
+    /// one-product form) or as one product.
+    fn plain_rotation_by(
+        p: &Predictor,
+        r: QuantizedRotation,
+        w: [i64; 3],
+        frames: u16,
+        stepped: bool,
     ) -> QuantizedRotation {
         if w == [0; 3] || frames > MAX_ROTATION_FRAMES {
             return r;
@@ -614,20 +689,11 @@ mod tests {
         if i64::from(frames) * h.iter().map(|x| x * x).sum::<i64>() > 8 << (2 * QFRAC) {
             return r;
         }
-        for _ in 0..frames {
-            if p.angular_keep != ONE {
-                w = w.map(|x| (x * p.angular_keep) >> FRAC);
-            }
-            let h = [0, 1, 2]
-                .map(|i| ((w[i] * p.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT));
-            let [x, y, z, s] = q;
-            q = [
-                x + ((h[0] * s + h[1] * z - h[2] * y) >> QFRAC),
-                y + ((h[1] * s + h[2] * x - h[0] * z) >> QFRAC),
-                z + ((h[2] * s + h[0] * y - h[1] * x) >> QFRAC),
-                s - ((h[0] * x + h[1] * y + h[2] * z) >> QFRAC),
-            ];
-        }
+        q = if p.angular_keep == ONE && !stepped {
+            plain_spin_undamped(q, h, frames)
+        } else {
+            plain_steps(p, q, w, frames)
+        };
         let sq: u64 = q.iter().map(|c| ((c >> 3) * (c >> 3)) as u64).sum();
         let norm = (sq.isqrt() as i64) << 3;
         if norm == 0 {
@@ -682,6 +748,39 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn an_undamped_spin_in_one_product_is_the_frame_by_frame_spin_but_for_rounding() {
+        let quant = QuantConfig::default();
+        let p = Predictor::default();
+        let mut rng = ChaCha8Rng::seed_from_u64(29);
+        let max = quant.rotation.max_component();
+        let (mut compared, mut differ) = (0, 0);
+        for _ in 0..100_000 {
+            let v = [0; 4].map(|_| rng.random_range(-1.0f32..1.0));
+            let n = v.iter().map(|c| c * c).sum::<f32>().sqrt().max(1e-3);
+            let q = quant.rotation.quantize(v.map(|c| c / n));
+            let scale = 1 << rng.random_range(0..13);
+            let w = [0; 3].map(|_| i64::from(rng.random_range(-scale..=scale)) << FRAC);
+            let frames = rng.random_range(1..=64);
+            let stepped = plain_rotation_by(&p, q, w, frames, true);
+            let product = p.predict_rotation(q, w, frames);
+            compared += 1;
+            if stepped != product {
+                differ += 1;
+                // A rounding apart: the same rotation to within a quantizer step.
+                let [a, b] = [stepped, product].map(|r| quant.rotation.dequantize(r));
+                let dot: f32 = (0..4).map(|i| a[i] * b[i]).sum();
+                assert!(
+                    dot.abs() > 0.9999,
+                    "{q:?} {w:?} {frames}: {stepped:?} vs {product:?}"
+                );
+            }
+            assert!(product.components.iter().all(|c| c.abs() <= max));
+        }
+        // Rounding differences are rare (13 in 100,000 here): the two forms differ by parts in 2^28 a frame.
+        assert!(differ * 1000 < compared, "{differ} of {compared} differ");
     }
 
     #[test]
