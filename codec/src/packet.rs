@@ -1109,21 +1109,17 @@ impl PacketWriter {
                 );
                 // In the order chosen: a walk over the selection's slice, cheaper than its bitmap walk. Then the
                 // ids of the entries' runs, each state its baseline's (an ack updates each object on its own, so
-                // the order is free): collected so, a section without runs records its states as fast as before.
-                let mut sent_ids: Vec<u16> = chosen.in_priority_order().map(|e| e.id).collect();
-                let mut sent: Vec<T> = chosen
-                    .in_priority_order()
-                    .map(|e| *e.state(&values))
-                    .collect();
-                let mut sent_revisions = revisions_of(&mut candidates.revisions, &sent_ids);
+                // the order is free): collected so, a section without runs records its states as fast as before. Each
+                // made with room for the runs' too, so that none grows by a copy of what it holds.
+                let mut sent_ids: Vec<u16> = Vec::with_capacity(chosen.len());
+                sent_ids.extend(chosen.in_priority_order().map(|e| e.id));
+                let mut sent: Vec<T> = Vec::with_capacity(chosen.len());
+                sent.extend(chosen.in_priority_order().map(|e| *e.state(&values)));
+                let mut sent_revisions =
+                    revisions_of(&mut candidates.revisions, &sent_ids, chosen.len());
                 if chosen.len() > sent_ids.len() {
-                    sent_ids.reserve(chosen.len() - sent_ids.len());
-                    sent.reserve(chosen.len() - sent.len());
                     // A run's revisions are its baselines' (so it was taken): copied from the tracker.
                     let mut runs_revisions = V::TRACKED.then_some(&mut sent_revisions);
-                    if let Some(r) = runs_revisions.as_deref_mut() {
-                        r.reserve(chosen.len() - r.len());
-                    }
                     for e in chosen.in_priority_order().filter(|e| e.run > 0) {
                         candidates.baselines.extend_with_baselines(
                             e.id.saturating_add(1),
@@ -1304,7 +1300,7 @@ impl PacketWriter {
                 let ids: Vec<u16> = fitted.iter().map(|e| e.id).collect();
                 let sent = fitted.iter().map(|e| *e.state(&values)).collect();
                 tables.priced = priced;
-                let sent_revisions = revisions_of(&mut candidates.revisions, &ids);
+                let sent_revisions = revisions_of(&mut candidates.revisions, &ids, ids.len());
                 (ids.clone(), ids, sent, sent_revisions)
             }
         };
@@ -1339,10 +1335,13 @@ trait Revisions {
     fn of(&mut self, id: u16) -> Option<u64>;
 }
 
-/// The revisions of objects `ids` now, in order; none without revisions (see [`AckTracker::record_sent_split`]).
-fn revisions_of<V: Revisions>(revisions: &mut V, ids: &[u16]) -> Vec<Option<u64>> {
+/// The revisions of objects `ids` now, in order, with room for `capacity` in all; none without revisions (see
+/// [`AckTracker::record_sent_split`]).
+fn revisions_of<V: Revisions>(revisions: &mut V, ids: &[u16], capacity: usize) -> Vec<Option<u64>> {
     if V::TRACKED {
-        ids.iter().map(|&id| revisions.of(id)).collect()
+        let mut named = Vec::with_capacity(capacity.max(ids.len()));
+        named.extend(ids.iter().map(|&id| revisions.of(id)));
+        named
     } else {
         Vec::new()
     }
