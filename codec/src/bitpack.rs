@@ -98,7 +98,22 @@ impl BitWriteStream {
         self.acc = value & ((1u64 << rest) - 1);
         self.acc_bits = rest;
         // Only whole words reach the writer until `finish`, so it is byte-aligned here and its byte vector takes the
-        // word directly: bitstream-io's bit-level `write` cost about 100 instructions a word.
+        // word directly: bitstream-io's bit-level `write` cost about 100 instructions a word. Into room it has (a
+        // datagram's writer is made with its budget), with nothing here that calls: the call that grows it, or the
+        // bit-level write, is out of line, and this one saves no registers.
+        if let Some(bytes) = self.writer.writer()
+            && bytes.capacity() - bytes.len() >= 8
+        {
+            bytes.extend_from_slice(&word.to_be_bytes());
+            return Ok(());
+        }
+        self.write_word_growing(word)
+    }
+
+    /// [`BitWriteStream::flush_word`]'s hand-over of `word` where the byte vector has no room for it.
+    #[cold]
+    #[inline(never)]
+    fn write_word_growing(&mut self, word: u64) -> Result<(), CodecError> {
         match self.writer.writer() {
             Some(bytes) => {
                 bytes.extend_from_slice(&word.to_be_bytes());
