@@ -287,18 +287,25 @@ impl<T: Copy + Default> AckTracker<T> {
             return;
         };
         let held = |slot: &Option<Baseline<T>>| matches!(slot, Some(b) if (1..=MAX_BASELINE_OFFSET).contains(&sequence.wrapping_sub(b.sequence)));
-        // A run's objects all have one (the writer took them so): made room for as defaults and copied in place, as
-        // the decoder does (states pushed one by one, or collected, went through a temporary on the stack, at twice
-        // the instructions), each checked as it is copied.
+        // A run's objects all have one (the writer took them so): copied into the vector's spare room in place (states
+        // pushed one by one, or collected, went through a temporary on the stack, at twice the instructions; made
+        // room for as defaults first, they were written twice), each checked as it is copied, a default where
+        // there is none.
         let at = states.len();
-        states.resize(at + slots.len(), T::default());
+        states.reserve(slots.len());
         let mut all = true;
-        for (to, slot) in states[at..].iter_mut().zip(slots) {
+        for (to, slot) in states.spare_capacity_mut().iter_mut().zip(slots) {
             match slot {
-                Some(b) if held(slot) => *to = b.state,
-                _ => all = false,
-            }
+                Some(b) if held(slot) => to.write(b.state),
+                _ => {
+                    all = false;
+                    to.write(T::default())
+                }
+            };
         }
+        // SAFETY: the spare room holds at least `slots.len()` elements after the reserve, and the loop wrote each of
+        // the first `slots.len()` of them.
+        unsafe { states.set_len(at + slots.len()) };
         if all {
             ids.extend((first..end).map(|id| id as u16));
             if let Some(r) = revisions {

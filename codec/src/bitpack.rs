@@ -98,7 +98,22 @@ impl BitWriteStream {
         self.acc = value & ((1u64 << rest) - 1);
         self.acc_bits = rest;
         // Only whole words reach the writer until `finish`, so it is byte-aligned here and its byte vector takes the
-        // word directly: bitstream-io's bit-level `write` cost about 100 instructions a word.
+        // word directly: bitstream-io's bit-level `write` cost about 100 instructions a word. Into room it has (a
+        // datagram's writer is made with its budget), with nothing here that calls: the call that grows it, or the
+        // bit-level write, is out of line, and this one saves no registers.
+        if let Some(bytes) = self.writer.writer()
+            && bytes.capacity() - bytes.len() >= 8
+        {
+            bytes.extend_from_slice(&word.to_be_bytes());
+            return Ok(());
+        }
+        self.write_word_growing(word)
+    }
+
+    /// [`BitWriteStream::flush_word`]'s hand-over of `word` where the byte vector has no room for it.
+    #[cold]
+    #[inline(never)]
+    fn write_word_growing(&mut self, word: u64) -> Result<(), CodecError> {
         match self.writer.writer() {
             Some(bytes) => {
                 bytes.extend_from_slice(&word.to_be_bytes());
@@ -143,6 +158,85 @@ impl Stream for BitWriteStream {
             return Err(CodecError::Invalid { field: ctx.name });
         }
         self.put(*value, bits)
+    }
+}
+
+/// Bits worked out ahead of their place in a bit-packed stream, most significant first: the bit-packing section
+/// writer works out a changed entry's bits while it plans the entry (see [`crate::DeltaState::plan_packed`]), where
+/// it has the residuals at hand, and writes them when the entry's turn comes rather than working them out again.
+/// Gathered as [`BitWriteStream`] gathers them: whole 64-bit words, then fewer than 64 pending bits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PackedBits {
+    words: [u64; PACKED_WORDS],
+    /// Whole words in `words`.
+    full: u32,
+    /// Pending bits, right-aligned; always fewer than 64.
+    tail: u64,
+    tail_bits: u32,
+}
+
+/// Whole words of [`PackedBits`]: a changed rigid body's tags and residual take at most 213 bits.
+const PACKED_WORDS: usize = 3;
+
+impl PackedBits {
+    /// Appends the low `bits` bits of `code` (`bits <= 64`): [`CodecError::Invalid`] naming `ctx` for a field
+    /// [`Stream::packed`] would refuse, [`CodecError::Overflow`] past 255 bits.
+    #[inline(always)]
+    pub fn push(&mut self, ctx: Ctx, code: u64, bits: u32) -> Result<(), CodecError> {
+        if bits > 64 || (bits < 64 && code >> bits != 0) {
+            return Err(CodecError::Invalid { field: ctx.name });
+        }
+        self.push_fitting(code, bits)
+    }
+
+    /// [`PackedBits::push`] of a field its caller laid out within `bits` (at most 64) by construction: nothing is
+    /// checked but the room left.
+    #[inline(always)]
+    pub(crate) fn push_fitting(&mut self, code: u64, bits: u32) -> Result<(), CodecError> {
+        let free = 64 - self.tail_bits;
+        if bits < free {
+            // tail_bits < 64 and bits < free, so neither shift reaches 64.
+            self.tail = (self.tail << bits) | code;
+            self.tail_bits += bits;
+            return Ok(());
+        }
+        // As `BitWriteStream::flush_word`: 1 <= free <= bits <= 64, so `rest` is below 64.
+        let rest = bits - free;
+        let word = self.tail.checked_shl(free).unwrap_or(0) | (code >> rest);
+        let Some(slot) = self.words.get_mut(self.full as usize) else {
+            return Err(CodecError::Overflow);
+        };
+        *slot = word;
+        self.full += 1;
+        self.tail = code & ((1u64 << rest) - 1);
+        self.tail_bits = rest;
+        Ok(())
+    }
+
+    /// How many bits were pushed.
+    #[inline]
+    pub fn len(&self) -> u32 {
+        64 * self.full + self.tail_bits
+    }
+
+    /// Whether none were.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl BitWriteStream {
+    /// Appends the bits of `p`, as the [`PackedBits::push`] calls that gathered them would have written them.
+    #[inline(always)]
+    pub fn put_packed(&mut self, p: &PackedBits) -> Result<(), CodecError> {
+        for &w in p.words.iter().take(p.full as usize) {
+            self.put(w, 64)?;
+        }
+        if p.tail_bits > 0 {
+            self.put(p.tail, p.tail_bits)?;
+        }
+        Ok(())
     }
 }
 

@@ -11,6 +11,7 @@
 use std::borrow::Borrow;
 
 use crate::arith::Priors;
+use crate::bitpack::PackedBits;
 use crate::error::CodecError;
 use crate::quant::bits_for;
 use crate::stream::{Ctx, MeasureStream, Stream};
@@ -283,6 +284,23 @@ pub trait DeltaState: Copy + PartialEq + Default {
         write_changed_generic(s, config, value, path, base, prediction)
     }
 
+    /// [`plan`] of a changed entry (one that is neither `baseline` nor `prediction`, the prediction from it) for the
+    /// bit-packing writer, with the bits [`DeltaState::write_changed`] then writes for it on that stream when the
+    /// plan is a residual, worked out in the same pass: a type on a hot path sizes and writes each residual from one
+    /// working out of its fields. Also gives how far apart the two residuals' sizes lie, as [`plan`] finds them
+    /// (for the range coder's pricing). `None` where the type has no such pass (the default) or it does not serve
+    /// this entry: the general plan and writer take it. An override must give exactly the general plan, gap and
+    /// bits.
+    #[inline]
+    fn plan_packed(
+        _config: &Self::Config,
+        _value: &Self,
+        _baseline: &Self,
+        _prediction: Option<&Self>,
+    ) -> Option<PackedPlan> {
+        None
+    }
+
     /// Bits [`DeltaState::serialize_absolute`] writes with the bit-packing back end, or `None` when writing it
     /// fails; overriding it follows the rules of [`DeltaState::residual_bits`].
     #[inline]
@@ -410,6 +428,29 @@ pub(crate) fn plan_with_residual_gap<T: DeltaState>(
         );
     }
     best.map(|plan| (plan, gap)).ok_or(NO_PATH)
+}
+
+/// What [`DeltaState::plan_packed`] gives: the plan, how far apart the two residuals' bit-packed sizes lie (when
+/// both were sized), and, when the plan is a residual, the bits the bit-packing writer writes for the entry after
+/// its unchanged flag.
+pub type PackedPlan = (DeltaPlan, Option<u64>, Option<PackedBits>);
+
+/// [`plan_with_residual_gap`] of an entry that differs from `base` for the bit-packing writer: through
+/// [`DeltaState::plan_packed`] where the type serves it, with the entry's bits worked out in the same pass.
+#[inline]
+pub(crate) fn plan_changed_for_packing<T: DeltaState>(
+    config: &T::Config,
+    value: &T,
+    base: &T,
+    prediction: Option<&T>,
+) -> Result<PackedPlan, CodecError> {
+    if prediction != Some(value)
+        && let Some(planned) = T::plan_packed(config, value, base, prediction)
+    {
+        return Ok(planned);
+    }
+    plan_with_residual_gap(config, value, Some(base), prediction)
+        .map(|(plan, gap)| (plan, gap, None))
 }
 
 /// The prediction an entry is coded against, as the packet layer hands it to [`serialize_entry_lazy`].

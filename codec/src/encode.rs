@@ -1642,6 +1642,17 @@ impl DeltaState for ObjectState {
         packed::write_changed(s, config, value, path, base, prediction)
     }
 
+    /// Both residuals worked out once, for sizing and for writing (see [`packed::plan_packed`]).
+    #[inline]
+    fn plan_packed(
+        config: &StateConfig,
+        value: &Self,
+        baseline: &Self,
+        prediction: Option<&Self>,
+    ) -> Option<crate::delta::PackedPlan> {
+        packed::plan_packed(config, value, baseline, prediction)
+    }
+
     #[inline]
     fn absolute_bits(config: &StateConfig, value: &Self) -> Option<u64> {
         Some(body_absolute_bits(config, &value.body)? + META_BITS)

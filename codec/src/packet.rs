@@ -11,10 +11,11 @@ use crate::arith::{ArithPricing, ArithReadStream, ArithWriteStream, FieldCosts};
 use crate::baseline::{
     AckTracker, Baseline, HISTORY_BLOCK, MAX_BASELINE_OFFSET, MAX_OLDER_GAP, ReceiveHistory,
 };
-use crate::bitpack::{BitReadStream, BitWriteStream};
+use crate::bitpack::{BitReadStream, BitWriteStream, PackedBits};
 use crate::delta::{
-    DeltaPath, DeltaState, Prediction, Surroundings, plan_with_residual_gap, serialize_changed,
-    serialize_entry_lazy, serialize_unchanged, unchanged_context,
+    DeltaPath, DeltaState, Prediction, Surroundings, plan_changed_for_packing,
+    plan_with_residual_gap, serialize_changed, serialize_entry_lazy, serialize_unchanged,
+    unchanged_context,
 };
 use crate::error::CodecError;
 use crate::header::{Backend, HEADER_BYTES, PacketHeader, serialize_header};
@@ -150,10 +151,16 @@ struct Entry<'b, T> {
     /// Entries after this one that continue its run as the bit-packing writer's selection took them (see
     /// [`Selection::extend_run`]): the next `run` ids, each unchanged since its baseline, at this entry's offset.
     run: u16,
+    /// The bits the bit-packing writer writes for the changed entry after its unchanged flag, worked out with its
+    /// plan (see [`DeltaState::plan_packed`]): an index into the section's packed bits, or [`NOT_PACKED`].
+    packed: u32,
 }
 
 /// [`Entry::state`] of an entry whose state is its baseline's (an unchanged one).
 const SAME_AS_BASELINE: u32 = u32::MAX;
+
+/// [`Entry::packed`] of an entry whose bits were not worked out with its plan: its writer works them out.
+const NOT_PACKED: u32 = u32::MAX;
 
 impl<'b, T> Entry<'b, T> {
     /// The entry of object `id`, unchanged since `baseline`, in packet `sequence`.
@@ -169,6 +176,7 @@ impl<'b, T> Entry<'b, T> {
             prediction: None,
             baseline: Some(baseline),
             run: 0,
+            packed: NOT_PACKED,
         }
     }
 
@@ -703,6 +711,7 @@ fn write_entries_packed<'e, 'b: 'e, T: DeltaState + 'b>(
     link: &LinkConfig,
     config: &T::Config,
     values: &[T],
+    packed: &[PackedBits],
     count: usize,
     entries: impl Iterator<Item = &'e Entry<'b, T>>,
 ) -> Result<(), CodecError> {
@@ -732,7 +741,7 @@ fn write_entries_packed<'e, 'b: 'e, T: DeltaState + 'b>(
             continue;
         }
         put_run(s, &mut run)?;
-        write_packed_entry(s, link, config, values, e, &mut at)?;
+        write_packed_entry(s, link, config, values, packed, e, &mut at)?;
         // The entries that continue its run, as the branch above takes each of them: the next ids, unchanged,
         // against the offset this one left named (the selection takes them only after an entry that names one).
         if e.run > 0 {
@@ -769,6 +778,7 @@ fn write_packed_entry<T: DeltaState>(
     link: &LinkConfig,
     config: &T::Config,
     values: &[T],
+    packed: &[PackedBits],
     e: &Entry<'_, T>,
     at: &mut PackedPlace,
 ) -> Result<(), CodecError> {
@@ -821,6 +831,9 @@ fn write_packed_entry<T: DeltaState>(
     }
     if at.history {
         serialize_older(s, &mut e.older.clone())?;
+    }
+    if let Some(bits) = packed.get(e.packed as usize) {
+        return s.put_packed(bits);
     }
     T::write_changed(
         s,
@@ -1010,6 +1023,8 @@ impl PacketWriter {
         let room_bits = budget_bits.saturating_sub(used_bits);
         let mut tables = std::mem::take(&mut tracker.tables);
         let mut taken = std::mem::take(&mut tables.taken);
+        let mut packed = std::mem::take(&mut tables.packed);
+        packed.clear();
         taken.clear();
         taken.resize(usize::from(link.max_objects).div_ceil(64), 0);
         // Candidates in priority order, each with its bit-packed size. The prediction is computed only for an
@@ -1025,6 +1040,8 @@ impl PacketWriter {
             taken,
             state_of: &mut state_of,
             revisions,
+            packing: matches!(self.sink, Sink::Bit(_)),
+            packed,
         };
         // The candidates' states and predictions, which entries name by index.
         let mut values = std::mem::take(&mut tables.values);
@@ -1076,6 +1093,7 @@ impl PacketWriter {
                     &link,
                     config,
                     &values,
+                    &candidates.packed,
                     chosen.len(),
                     chosen.sorted().inspect(|e| {
                         ids.push(e.id);
@@ -1091,21 +1109,17 @@ impl PacketWriter {
                 );
                 // In the order chosen: a walk over the selection's slice, cheaper than its bitmap walk. Then the
                 // ids of the entries' runs, each state its baseline's (an ack updates each object on its own, so
-                // the order is free): collected so, a section without runs records its states as fast as before.
-                let mut sent_ids: Vec<u16> = chosen.in_priority_order().map(|e| e.id).collect();
-                let mut sent: Vec<T> = chosen
-                    .in_priority_order()
-                    .map(|e| *e.state(&values))
-                    .collect();
-                let mut sent_revisions = revisions_of(&mut candidates.revisions, &sent_ids);
+                // the order is free): collected so, a section without runs records its states as fast as before. Each
+                // made with room for the runs' too, so that none grows by a copy of what it holds.
+                let mut sent_ids: Vec<u16> = Vec::with_capacity(chosen.len());
+                sent_ids.extend(chosen.in_priority_order().map(|e| e.id));
+                let mut sent: Vec<T> = Vec::with_capacity(chosen.len());
+                sent.extend(chosen.in_priority_order().map(|e| *e.state(&values)));
+                let mut sent_revisions =
+                    revisions_of(&mut candidates.revisions, &sent_ids, chosen.len());
                 if chosen.len() > sent_ids.len() {
-                    sent_ids.reserve(chosen.len() - sent_ids.len());
-                    sent.reserve(chosen.len() - sent.len());
                     // A run's revisions are its baselines' (so it was taken): copied from the tracker.
                     let mut runs_revisions = V::TRACKED.then_some(&mut sent_revisions);
-                    if let Some(r) = runs_revisions.as_deref_mut() {
-                        r.reserve(chosen.len() - r.len());
-                    }
                     for e in chosen.in_priority_order().filter(|e| e.run > 0) {
                         candidates.baselines.extend_with_baselines(
                             e.id.saturating_add(1),
@@ -1286,12 +1300,13 @@ impl PacketWriter {
                 let ids: Vec<u16> = fitted.iter().map(|e| e.id).collect();
                 let sent = fitted.iter().map(|e| *e.state(&values)).collect();
                 tables.priced = priced;
-                let sent_revisions = revisions_of(&mut candidates.revisions, &ids);
+                let sent_revisions = revisions_of(&mut candidates.revisions, &ids, ids.len());
                 (ids.clone(), ids, sent, sent_revisions)
             }
         };
         chosen.put_back(&mut tables);
         tables.taken = candidates.taken;
+        tables.packed = candidates.packed;
         tables.values = values;
         tracker.tables = tables;
         tracker.record_sent_split(sequence, frame, sent_ids, sent, sent_revisions);
@@ -1320,10 +1335,13 @@ trait Revisions {
     fn of(&mut self, id: u16) -> Option<u64>;
 }
 
-/// The revisions of objects `ids` now, in order; none without revisions (see [`AckTracker::record_sent_split`]).
-fn revisions_of<V: Revisions>(revisions: &mut V, ids: &[u16]) -> Vec<Option<u64>> {
+/// The revisions of objects `ids` now, in order, with room for `capacity` in all; none without revisions (see
+/// [`AckTracker::record_sent_split`]).
+fn revisions_of<V: Revisions>(revisions: &mut V, ids: &[u16], capacity: usize) -> Vec<Option<u64>> {
     if V::TRACKED {
-        ids.iter().map(|&id| revisions.of(id)).collect()
+        let mut named = Vec::with_capacity(capacity.max(ids.len()));
+        named.extend(ids.iter().map(|&id| revisions.of(id)));
+        named
     } else {
         Vec::new()
     }
@@ -1369,6 +1387,10 @@ struct Candidates<'a, 'b, T: DeltaState, F, V> {
     state_of: &'a mut F,
     /// The sender's revisions (see [`PacketWriter::write_section_revised`]), if it tracks them.
     revisions: V,
+    /// Whether the section is bit-packed: each changed entry's bits are then worked out with its plan, onto
+    /// `packed` (see [`Entry::packed`]).
+    packing: bool,
+    packed: Vec<PackedBits>,
 }
 
 impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_, 'b, T, F, V> {
@@ -1532,7 +1554,6 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                 return Ok(Some((Entry::unchanged(id, sequence, b), 1)));
             }
             let history = T::uses_history(config);
-            let mut index = None;
             let mut older = None;
             let prediction = base.and_then(|b| {
                 let frames = frame.wrapping_sub(b.frame);
@@ -1551,16 +1572,32 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                 };
                 from_history.or_else(|| T::predict(config, &b.state, frames))
             });
-            if let Some(p) = prediction {
-                index = Some(values.len() as u32);
-                values.push(p);
-            }
-            let (decision, gap) = plan_with_residual_gap(
-                config,
-                &state,
-                base.map(|b| &b.state),
-                prediction.as_ref(),
-            )?;
+            let (decision, gap, bits) = match base {
+                Some(b) if self.packing => {
+                    plan_changed_for_packing(config, &state, &b.state, prediction.as_ref())?
+                }
+                _ => {
+                    let (decision, gap) = plan_with_residual_gap(
+                        config,
+                        &state,
+                        base.map(|b| &b.state),
+                        prediction.as_ref(),
+                    )?;
+                    (decision, gap, None)
+                }
+            };
+            // The prediction is kept for the writer only where it works the entry's bits out itself.
+            let (index, packed) = match (prediction, bits) {
+                (_, Some(bits)) => {
+                    self.packed.push(bits);
+                    (None, self.packed.len() as u32 - 1)
+                }
+                (Some(p), None) => {
+                    values.push(p);
+                    (Some(values.len() as u32 - 1), NOT_PACKED)
+                }
+                (None, None) => (None, NOT_PACKED),
+            };
             let history_bits = if history && base.is_some() && decision.path != DeltaPath::Unchanged
             {
                 older_bits(older)
@@ -1577,6 +1614,7 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                 prediction: index,
                 baseline: base,
                 run: 0,
+                packed,
             };
             values.push(state);
             return Ok(Some((entry, decision.bits + history_bits)));
@@ -1605,6 +1643,8 @@ pub(crate) struct SectionTables<T> {
     offsets: Vec<u16>,
     /// The range-coded writer's priced path per id.
     priced: Vec<Option<DeltaPath>>,
+    /// [`Candidates::packed`].
+    packed: Vec<PackedBits>,
 }
 
 impl<T> Default for SectionTables<T> {
@@ -1617,6 +1657,7 @@ impl<T> Default for SectionTables<T> {
             ids: Vec::new(),
             offsets: Vec::new(),
             priced: Vec::new(),
+            packed: Vec::new(),
         }
     }
 }
@@ -2997,6 +3038,7 @@ mod tests {
                     prediction: index,
                     baseline: Some(b),
                     run: 0,
+                    packed: NOT_PACKED,
                 }
             })
             .collect();
@@ -3153,6 +3195,7 @@ mod tests {
                         prediction: index,
                         baseline: Some(b),
                         run: 0,
+                        packed: NOT_PACKED,
                     });
                 }
                 let mut s = ArithWriteStream::new();
@@ -3518,6 +3561,7 @@ mod tests {
         link: &LinkConfig,
         config: &StateConfig,
         values: &[ObjectState],
+        packed_bits: &[PackedBits],
         entries: &[Entry<'_, ObjectState>],
     ) {
         let mut generic = BitWriteStream::new();
@@ -3528,6 +3572,7 @@ mod tests {
             link,
             config,
             values,
+            packed_bits,
             entries.len(),
             entries.iter(),
         )
@@ -3543,7 +3588,8 @@ mod tests {
 
     #[test]
     fn the_one_pass_bit_packed_entries_are_the_generic_ones() {
-        // Entries of every kind, gap and baseline field, written by the generic writer and the one-pass one.
+        // Entries of every kind, gap and baseline field, written by the generic writer and the one-pass one; about
+        // half of the changed ones with their bits worked out with their plans.
         let config = StateConfig::default();
         let mut rng = ChaCha8Rng::seed_from_u64(11);
         for max_objects in [2u16, 901, 1024, 65535] {
@@ -3553,6 +3599,7 @@ mod tests {
             };
             let (world, baselines) = stepped_world_and_its_baselines(3, 64);
             let mut values = Vec::new();
+            let mut packed_bits = Vec::new();
             let mut entries = Vec::new();
             let mut id = 0u32;
             for (k, now) in world.states.iter().enumerate() {
@@ -3573,6 +3620,18 @@ mod tests {
                     values.len() as u32 - 1
                 });
                 values.push(*now);
+                let mut packed = NOT_PACKED;
+                if with_base
+                    && *now != base.state
+                    && rng.random_bool(0.5)
+                    && let (planned, _, Some(bits)) =
+                        plan_changed_for_packing(&config, now, &base.state, prediction.as_ref())
+                            .unwrap()
+                {
+                    assert_eq!(planned, decision);
+                    packed_bits.push(bits);
+                    packed = packed_bits.len() as u32 - 1;
+                }
                 entries.push(Entry {
                     id: id as u16,
                     offset: with_base.then(|| [6, 6, 6, 9, 64][rng.random_range(0..5)]),
@@ -3583,10 +3642,18 @@ mod tests {
                     prediction: index,
                     baseline: with_base.then_some(base),
                     run: 0,
+                    packed,
                 });
                 id += 1;
             }
-            assert_packed_entries_are_the_generic_ones(&link, &config, &values, &entries);
+            assert!(max_objects < 64 || !packed_bits.is_empty());
+            assert_packed_entries_are_the_generic_ones(
+                &link,
+                &config,
+                &values,
+                &packed_bits,
+                &entries,
+            );
         }
     }
 
@@ -3628,6 +3695,7 @@ mod tests {
                     prediction: None,
                     baseline: None,
                     run: 0,
+                    packed: NOT_PACKED,
                 };
                 let own = rng.random_range(1..90);
                 let general = chosen.marginal_bits(&link, &entry, own);
@@ -3694,6 +3762,7 @@ mod tests {
                     prediction: None,
                     baseline: with_base.then_some(base),
                     run: 0,
+                    packed: NOT_PACKED,
                 });
                 id = id.saturating_add(if kind == 3 { 3 } else { 1 });
             }
@@ -3706,7 +3775,7 @@ mod tests {
                 "{runs} run entries of {}",
                 entries.len()
             );
-            assert_packed_entries_are_the_generic_ones(&link, &config, &values, &entries);
+            assert_packed_entries_are_the_generic_ones(&link, &config, &values, &[], &entries);
         }
     }
 

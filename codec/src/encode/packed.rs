@@ -12,12 +12,13 @@
 
 use super::{
     ABS_ANGULAR, ABS_LARGEST, ABS_LINEAR, ABS_POSITION, ANGULAR, ANGULAR_BUCKETS, AT_REST, Buckets,
-    LINEAR, LINEAR_BUCKETS, Motion, POSITION, POSITION_BUCKETS, POSITION_PLAIN_AFTER, ROTATION,
-    ROTATION_AFTER, ROTATION_BUCKETS, ROTATION_PLAIN_AFTER, SAME_LARGEST, StateConfig, TURNED,
-    check_bounds, check_rotation_bounds, meta_residual, rotation_as, turned_buckets,
-    velocities_off,
+    LINEAR, LINEAR_BUCKETS, META_BITS, Motion, POSITION, POSITION_BUCKETS, POSITION_PLAIN_AFTER,
+    ROTATION, ROTATION_AFTER, ROTATION_BUCKETS, ROTATION_PLAIN_AFTER, SAME_LARGEST, StateConfig,
+    TURNED, body_fits, check_bounds, check_rotation_bounds, meta_residual, rotation_as,
+    turned_buckets, velocities_off,
 };
-use crate::delta::{DeltaPath, DeltaState, PATH, PERFECT};
+use crate::bitpack::PackedBits;
+use crate::delta::{DeltaPath, DeltaPlan, DeltaState, PATH, PERFECT, PackedPlan};
 use crate::error::CodecError;
 use crate::quant::bits_for;
 use crate::state::{BodyState, ObjectState};
@@ -167,6 +168,271 @@ pub(super) fn write_changed<S: Stream>(
         }
     };
     write_residual(s, config, value, reference, baseline, tags)
+}
+
+/// [`DeltaState::plan_packed`] for a rigid body: the plan [`crate::delta::plan`] makes for a changed body and the
+/// bits [`write_changed`] writes along it, in one pass. Each residual vector is bucketed once against each
+/// reference for sizing, and only the chosen residual laid out, in the bucket found, as [`vector_code`] lays it
+/// out. `None` (the general plan and writer take the entry) on a pose-only link, for a body out of its quantizers'
+/// bounds, and for a plan that fails.
+#[inline]
+pub(super) fn plan_packed(
+    config: &StateConfig,
+    value: &ObjectState,
+    base: &ObjectState,
+    prediction: Option<&ObjectState>,
+) -> Option<PackedPlan> {
+    if config.pose_only || !body_fits(config, &value.body) {
+        return None;
+    }
+    let against_prediction = prediction.and_then(|p| BodyResidual::new(config, value, p));
+    let against_baseline = BodyResidual::new(config, value, base);
+    // As `plan_with_residual_gap` chooses: the unchanged flag, the perfect-prediction flag with a prediction, and the
+    // path tag; the residual against the prediction first, ties to it; the absolute form only if smaller still.
+    let tags = match prediction {
+        Some(_) => 1 + 1 + u64::from(bits_for(2)),
+        None => 1 + u64::from(bits_for(1)),
+    };
+    let mut best: Option<(DeltaPath, u64)> = None;
+    for (path, residual) in [
+        (DeltaPath::PredictionError, &against_prediction),
+        (DeltaPath::Delta, &against_baseline),
+    ] {
+        if let Some(r) = residual
+            && best.is_none_or(|(_, bits)| r.bits + tags < bits)
+        {
+            best = Some((path, r.bits + tags));
+        }
+    }
+    let gap = against_prediction
+        .as_ref()
+        .zip(against_baseline.as_ref())
+        .map(|(a, b)| a.bits.abs_diff(b.bits));
+    if best.is_none_or(|(_, bits)| ObjectState::absolute_bits_floor(config) + tags < bits)
+        && let Some(absolute) = ObjectState::absolute_bits(config, value)
+        && best.is_none_or(|(_, bits)| absolute + tags < bits)
+    {
+        let path = DeltaPath::Absolute;
+        let bits = absolute + tags;
+        return Some((DeltaPlan { path, bits }, gap, None));
+    }
+    let (path, bits) = best?;
+    // The tags and the residual as `write_changed` writes them: the perfect-prediction flag (0) and the path tag in
+    // three bits with a prediction, the path tag less one in one bit without.
+    let mut out = PackedBits::default();
+    match (path, prediction) {
+        (DeltaPath::PredictionError, Some(p)) => {
+            out.push_fitting(0, 3).ok()?;
+            let flip = flips(&p.body, Some(&base.body));
+            against_prediction?.write(&mut out, config, value, p, flip)
+        }
+        (_, Some(_)) => {
+            out.push_fitting(1, 3).ok()?;
+            against_baseline?.write(&mut out, config, value, base, ([false; 3], [false; 3]))
+        }
+        (_, None) => {
+            out.push_fitting(0, 1).ok()?;
+            against_baseline?.write(&mut out, config, value, base, ([false; 3], [false; 3]))
+        }
+    }
+    .ok()?;
+    Some((DeltaPlan { path, bits }, gap, Some(out)))
+}
+
+/// A body's residual against one reference as [`plan_packed`] sizes it: each vector's bucket, not its components
+/// (worked out again for the one residual written, rather than kept for both).
+#[derive(Clone, Copy)]
+struct BodyResidual {
+    position: Bucket,
+    /// The rotation's, against the reference's rotation or, when its largest component differs, against it
+    /// re-expressed with the body's (`turned`).
+    rotation: Bucket,
+    turned: bool,
+    /// The velocities', for a body not at rest.
+    linear: Bucket,
+    angular: Bucket,
+    /// Whether the authority fields changed.
+    meta: bool,
+    /// Its size, as [`super::body_residual_bits_fitting`] and [`super::meta_residual_bits`] count it.
+    bits: u64,
+}
+
+impl BodyResidual {
+    /// `value`'s residual against `reference`, or `None` where it cannot be written (a vector beyond its largest
+    /// bucket, a largest rotation component out of range).
+    #[inline(always)]
+    fn new(config: &StateConfig, value: &ObjectState, reference: &ObjectState) -> Option<Self> {
+        let (b, r) = (&value.body, &reference.body);
+        let position = Bucket::of(POSITION_BUCKETS, &b.position, &r.position)?;
+        let turned = b.rotation.largest != r.rotation.largest;
+        let rotation = if turned {
+            if b.rotation.largest > 3 {
+                return None;
+            }
+            let quant = &config.quant;
+            let reference = rotation_as(quant, &r.rotation, b.rotation.largest);
+            Bucket::of(turned_buckets(quant), &b.rotation.components, &reference)?
+        } else {
+            Bucket::of(
+                ROTATION_BUCKETS,
+                &b.rotation.components,
+                &r.rotation.components,
+            )?
+        };
+        // The at-rest and same-largest flags, the new largest component of a turned rotation, the position and the
+        // rotation.
+        let mut bits = 2 + if turned { 2 } else { 0 } + position.bits() + rotation.bits();
+        let (linear, angular) = if b.at_rest {
+            (Bucket::NONE, Bucket::NONE)
+        } else {
+            let linear = Bucket::of(LINEAR_BUCKETS, &b.linear_velocity, &r.linear_velocity)?;
+            let angular = Bucket::of(ANGULAR_BUCKETS, &b.angular_velocity, &r.angular_velocity)?;
+            bits += linear.bits() + angular.bits();
+            (linear, angular)
+        };
+        let meta = value.authority != reference.authority
+            || value.authority_seq != reference.authority_seq
+            || value.ownership_seq != reference.ownership_seq;
+        bits += 1 + if meta { META_BITS } else { 0 };
+        Some(Self {
+            position,
+            rotation,
+            turned,
+            linear,
+            angular,
+            meta,
+            bits,
+        })
+    }
+
+    /// Appends what [`write_residual`] writes for `value` against `reference`, this residual, with the position
+    /// axes and rotation components `flip` names sign-flipped. Each field lies within its width by construction
+    /// (a component within its bucket's bound, the codec's constant buckets under 64 bits a vector).
+    #[inline(always)]
+    fn write(
+        &self,
+        out: &mut PackedBits,
+        config: &StateConfig,
+        value: &ObjectState,
+        reference: &ObjectState,
+        (position_back, rotation_back): ([bool; 3], [bool; 3]),
+    ) -> Result<(), CodecError> {
+        let (b, r) = (&value.body, &reference.body);
+        let (code, bits) = self.position.code(
+            position_back,
+            &b.position,
+            &r.position,
+            u64::from(b.at_rest),
+            1,
+        );
+        out.push_fitting(code, bits)?;
+        if self.turned {
+            // The same-largest flag (0) and the new largest component, then each component on its own (with the
+            // finest rotation quantizers the whole takes more than 64 bits), as `push_turned` writes them.
+            let turned = rotation_as(&config.quant, &r.rotation, b.rotation.largest);
+            let c = &b.rotation.components;
+            let Bucket { tag, bound, width } = self.rotation;
+            out.push_fitting(u64::from(b.rotation.largest) << 2 | tag, 5)?;
+            if tag > 0 {
+                for i in 0..3 {
+                    let d = i64::from(c[i]) - i64::from(turned[i]);
+                    out.push_fitting((d + bound) as u64, width)?;
+                }
+            }
+        } else {
+            let (code, bits) = self.rotation.code(
+                rotation_back,
+                &b.rotation.components,
+                &r.rotation.components,
+                1,
+                1,
+            );
+            out.push_fitting(code, bits)?;
+        }
+        if !b.at_rest {
+            let no_flip = [false; 3];
+            let (code, bits) =
+                self.linear
+                    .code(no_flip, &b.linear_velocity, &r.linear_velocity, 0, 0);
+            out.push_fitting(code, bits)?;
+            let (code, bits) =
+                self.angular
+                    .code(no_flip, &b.angular_velocity, &r.angular_velocity, 0, 0);
+            out.push_fitting(code, bits)?;
+        }
+        if self.meta {
+            let meta = u64::from(value.authority) << 32
+                | u64::from(value.authority_seq) << 16
+                | u64::from(value.ownership_seq);
+            out.push_fitting(1 << 40 | meta, 41)
+        } else {
+            out.push_fitting(0, 1)
+        }
+    }
+}
+
+/// The bucket of one residual vector: its tag (0 for none), bound, and the width of each component in it.
+#[derive(Clone, Copy)]
+struct Bucket {
+    tag: u64,
+    bound: i64,
+    width: u32,
+}
+
+impl Bucket {
+    /// The bucket of a vector not sent (the velocities of a body at rest).
+    const NONE: Bucket = Bucket {
+        tag: 0,
+        bound: 0,
+        width: 0,
+    };
+
+    /// The bucket of `value`'s residual against `reference` in `buckets`, or `None` beyond the largest.
+    #[inline(always)]
+    fn of(buckets: Buckets, value: &[i32; 3], reference: &[i32; 3]) -> Option<Self> {
+        // Exact in 32 bits: `abs_diff` cannot overflow.
+        let d = |i: usize| value[i].abs_diff(reference[i]);
+        let largest = d(0).max(d(1)).max(d(2));
+        let (tag, bound) = bucket_tag(POSITION.bucket, buckets, i64::from(largest)).ok()?;
+        let width = if tag > 0 {
+            bits_for((2 * bound) as u32)
+        } else {
+            0
+        };
+        Some(Self { tag, bound, width })
+    }
+
+    /// The size of a residual in it: the tag's two bits and the components'.
+    #[inline(always)]
+    fn bits(&self) -> u64 {
+        2 + 3 * u64::from(self.width)
+    }
+
+    /// `prefix` (its low `prefix_bits` bits), then `value`'s residual against `reference` in this bucket, its
+    /// sign flipped where `flip` says, as [`vector_code`] lays them out.
+    #[inline(always)]
+    fn code(
+        &self,
+        flip: [bool; 3],
+        value: &[i32; 3],
+        reference: &[i32; 3],
+        prefix: u64,
+        prefix_bits: u32,
+    ) -> (u64, u32) {
+        let code = prefix << 2 | self.tag;
+        if self.tag == 0 {
+            return (code, prefix_bits + 2);
+        }
+        let w = self.width;
+        let offset = |i: usize| {
+            let d = i64::from(value[i]) - i64::from(reference[i]);
+            (if flip[i] { -d } else { d } + self.bound) as u64
+        };
+        (
+            (((code << w | offset(0)) << w | offset(1)) << w) | offset(2),
+            prefix_bits + 2 + 3 * w,
+        )
+    }
 }
 
 /// Fields gathered into one [`Stream::packed`] call while they fit in its 64 bits, most significant first: the
@@ -468,7 +734,7 @@ fn read_vector<S: Stream>(
 mod tests {
     use super::*;
     use crate::bitpack::{BitReadStream, BitWriteStream};
-    use crate::delta::write_changed_generic;
+    use crate::delta::{plan_with_residual_gap, write_changed_generic};
     use crate::quant::{QuantizedRotation, RotationQuantizer};
     use crate::stream::MeasureStream;
     use proptest::prelude::*;
@@ -605,6 +871,46 @@ mod tests {
                 if slow.is_ok() {
                     prop_assert_eq!(a.bits_written(), b.bits_written());
                     prop_assert_eq!(a.finish(), b.finish());
+                }
+            }
+        }
+
+        #[test]
+        fn a_plan_packed_in_one_pass_is_the_general_plan_and_writes_its_bits(
+            base in state(),
+            predicted in state(),
+            noise in prop::array::uniform12(-20_000i32..20_000),
+            spread in prop::sample::select(vec![0, 3, 15, 40, 300, 9000, 20_000]),
+            turn in any::<bool>(),
+            near_prediction in any::<bool>(),
+            with_prediction in any::<bool>(),
+            same_largest in any::<bool>(),
+        ) {
+            let mut value = nudged(if near_prediction { &predicted } else { &base }, noise, spread, turn);
+            let mut predicted = predicted;
+            if same_largest {
+                // The common case this pass serves: one largest rotation component throughout.
+                predicted.body.rotation.largest = base.body.rotation.largest;
+                value.body.rotation.largest = base.body.rotation.largest;
+            }
+            let prediction = with_prediction.then_some(&predicted);
+            prop_assume!(value != base && prediction != Some(&value));
+            for config in configs() {
+                let general = plan_with_residual_gap(&config, &value, Some(&base), prediction);
+                let Some((plan, gap, bits)) = plan_packed(&config, &value, &base, prediction) else {
+                    continue;
+                };
+                prop_assert_eq!(Ok((plan, gap)), general);
+                let mut written = BitWriteStream::new();
+                write_changed_generic(&mut written, &config, &value, plan.path, &base, prediction).unwrap();
+                match bits {
+                    Some(bits) => {
+                        let mut replayed = BitWriteStream::new();
+                        replayed.put_packed(&bits).unwrap();
+                        prop_assert_eq!(replayed.bits_written(), written.bits_written());
+                        prop_assert_eq!(replayed.finish(), written.finish());
+                    }
+                    None => prop_assert_eq!(plan.path, DeltaPath::Absolute),
                 }
             }
         }
