@@ -2256,6 +2256,23 @@ fn read_section_entries<S: EntrySource, T: DeltaState>(
         let at = out.len();
         out.push((id, T::default()));
         let state = &mut out[at].1;
+        // A changed entry of a stream that ignores contexts, against its baseline and the prediction from it alone:
+        // its tags and state in one pass.
+        if !S::CONTEXTS
+            && !T::uses_history(config)
+            && let Some((b, b_frame, _)) = baseline
+        {
+            let frames = frame.wrapping_sub(b_frame);
+            T::read_changed(
+                s,
+                config,
+                state,
+                b,
+                T::predicts(config, b, frames).then_some(frames),
+            )?;
+            around.after_change = true;
+            continue;
+        }
         // The uncorrected prediction from history, recorded for the entries after this one.
         let mut raw: Option<T> = None;
         let predict = |s: &mut S| {
