@@ -474,12 +474,18 @@ impl<T: Copy> ReceiveHistory<T> {
             let Some(newest) = self.newest.get_mut(i) else {
                 continue;
             };
-            let newest = match *newest {
-                Some(n) if !seq_newer(sequence, n) => n,
-                _ => {
-                    *newest = Some(sequence);
-                    sequence
-                }
+            // A packet no older than the newest stored (the commonest case: every entry of a packet that arrives in
+            // order) replaces whatever its slot holds: a held state there of another packet is a whole number of
+            // windows older, so stale (see below).
+            let latest = match *newest {
+                Some(n) => n == sequence || seq_newer(sequence, n),
+                None => true,
+            };
+            let newest = if latest {
+                *newest = Some(sequence);
+                sequence
+            } else {
+                newest.unwrap_or(sequence)
             };
             // In range: `newest` has an entry per object, the row a block per `HISTORY_BLOCK` of them.
             let Some(block) = row.get_mut(i / HISTORY_BLOCK) else {
@@ -492,10 +498,10 @@ impl<T: Copy> ReceiveHistory<T> {
                 })
             });
             let k = i % HISTORY_BLOCK;
-            // Replaced unless it holds this packet's state or a newer one that is not stale: the commonest case, a
-            // slot holding the state of a packet a window older, tested first.
+            // A late packet replaces its slot's state unless that holds a newer packet's that is not stale.
             let old = block.tags.0[k];
-            if seq_newer(sequence, old.sequence)
+            if latest
+                || seq_newer(sequence, old.sequence)
                 || old.sequence == sequence
                 || old.held(slot).is_none()
                 || usize::from(newest.wrapping_sub(old.sequence)) >= HISTORY_PER_OBJECT
@@ -546,10 +552,7 @@ impl<T: Copy> ReceiveHistory<T> {
         last: u16,
         sequence: u16,
         out: &mut Vec<(u16, T)>,
-    ) -> Result<(), u16>
-    where
-        T: Default,
-    {
+    ) -> Result<(), u16> {
         let (i, j) = (usize::from(first), usize::from(last));
         debug_assert!(i <= j && i / HISTORY_BLOCK == j / HISTORY_BLOCK);
         // Objects past those kept hold nothing: the run's ids up to the last one kept are checked, and if they
@@ -576,16 +579,25 @@ impl<T: Copy> ReceiveHistory<T> {
         if kept < j {
             return Err(kept as u16 + 1);
         }
-        // Made room for as defaults and then copied in place: states collected as new pairs went through a
-        // temporary on the stack, whose wide loads stalled on the narrow stores just made to it.
-        let at = out.len();
-        out.resize(at + states.len(), (0, T::default()));
+        // Written in place, a field at a time, into room made for them: states collected as new pairs went through
+        // a temporary on the stack, whose wide loads stalled on the narrow stores just made to it, and room made as
+        // defaults cost a store of each default.
+        out.reserve(states.len());
         let mut id = first;
-        for (to, state) in out[at..].iter_mut().zip(states) {
-            to.0 = id;
-            to.1 = state.0;
+        let mut written = 0;
+        for (to, state) in out.spare_capacity_mut().iter_mut().zip(states) {
+            let to = to.as_mut_ptr();
+            // SAFETY: `to` points to one element of the vector's spare capacity, valid for writes; its fields are
+            // written through raw pointers, so nothing reads or drops what the memory held.
+            unsafe {
+                std::ptr::addr_of_mut!((*to).0).write(id);
+                std::ptr::addr_of_mut!((*to).1).write(state.0);
+            }
             id = id.wrapping_add(1);
+            written += 1;
         }
+        // SAFETY: the `written` elements after the length were initialized above.
+        unsafe { out.set_len(out.len() + written) };
         Ok(())
     }
 
@@ -889,6 +901,78 @@ mod tests {
                 for back in 0..HISTORY_PER_OBJECT as u16 + 2 {
                     let s = sequence.wrapping_sub(back);
                     assert_eq!(one_by_one.get(id, s), at_once.get(id, s));
+                }
+            }
+        }
+    }
+
+    /// [`ReceiveHistory::insert`] by the rule in full, every condition tested for every state: whether the slot
+    /// holds this packet's state, a state of another slot's packet, an older packet's, or a stale newer one.
+    fn insert_by_the_full_rule(
+        h: &mut ReceiveHistory<u32>,
+        id: u16,
+        sequence: u16,
+        frame: u16,
+        state: u32,
+    ) {
+        let (i, slot) = (usize::from(id), slot_of(sequence));
+        let Some(newest) = h.newest.get_mut(i) else {
+            return;
+        };
+        let newest = match *newest {
+            Some(n) if !seq_newer(sequence, n) => n,
+            _ => {
+                *newest = Some(sequence);
+                sequence
+            }
+        };
+        let block = h.slots[slot * h.blocks + i / HISTORY_BLOCK].get_or_insert_with(|| {
+            Box::new(Block {
+                tags: CacheLine([SlotTag::empty(slot); HISTORY_BLOCK]),
+                states: [CacheLine(state); HISTORY_BLOCK],
+            })
+        });
+        let k = i % HISTORY_BLOCK;
+        let old = block.tags.0[k];
+        if seq_newer(sequence, old.sequence)
+            || old.sequence == sequence
+            || old.held(slot).is_none()
+            || usize::from(newest.wrapping_sub(old.sequence)) >= HISTORY_PER_OBJECT
+        {
+            block.tags.0[k] = SlotTag { sequence, frame };
+            block.states[k] = CacheLine(state);
+        }
+    }
+
+    /// Storing a packet keeps what the rule in full keeps, over a seeded mix of packets in order, late, twice, and
+    /// after long silences (the counter wrapped, slots left stale), ids out of range among them.
+    #[test]
+    fn a_packet_stores_what_the_rule_in_full_stores() {
+        use rand::{Rng, SeedableRng};
+        let n = 2 * HISTORY_BLOCK as u16 + 3;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let (mut by_rule, mut stored) = (ReceiveHistory::<u32>::new(n), ReceiveHistory::new(n));
+        let mut sequence = 65_000u16;
+        for _ in 0..3000 {
+            let step = match rng.random_range(0..20) {
+                0 => rng.random_range(0..=u16::MAX),
+                1 => 32_768,
+                _ => rng.random_range(0..3),
+            };
+            sequence = sequence.wrapping_add(step);
+            let arriving = sequence.wrapping_sub(rng.random_range(0..300));
+            let entries: Vec<(u16, u32)> = (0..rng.random_range(0..12))
+                .map(|_| (rng.random_range(0..n + 2), rng.random()))
+                .collect();
+            for &(id, state) in &entries {
+                insert_by_the_full_rule(&mut by_rule, id, arriving, arriving / 2, state);
+            }
+            stored.insert_packet(arriving, arriving / 2, &entries);
+            assert_eq!(by_rule.newest, stored.newest);
+            for id in 0..n {
+                for back in 0..HISTORY_PER_OBJECT as u16 + 2 {
+                    let s = sequence.wrapping_sub(back);
+                    assert_eq!(by_rule.get(id, s), stored.get(id, s));
                 }
             }
         }

@@ -357,6 +357,11 @@ impl Stream for BitReadStream<'_> {
 
     #[inline(always)]
     fn take_ones(&mut self, bits: u32) -> bool {
+        self.take_pattern(u32::MAX, bits)
+    }
+
+    #[inline(always)]
+    fn take_pattern(&mut self, pattern: u32, bits: u32) -> bool {
         if !(1..=32).contains(&bits) {
             return false;
         }
@@ -367,11 +372,11 @@ impl Stream for BitReadStream<'_> {
             }
         }
         let mask = (1u64 << bits) - 1;
-        let all = (self.acc >> (self.acc_bits - bits)) & mask == mask;
-        if all {
+        let same = (self.acc >> (self.acc_bits - bits)) & mask == u64::from(pattern) & mask;
+        if same {
             self.acc_bits -= bits;
         }
-        all
+        same
     }
 
     /// The one bits at the top of the accumulator counted at once, instead of [`Stream::take_ones`] a group at a

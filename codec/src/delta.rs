@@ -301,6 +301,23 @@ pub trait DeltaState: Copy + PartialEq + Default {
         None
     }
 
+    /// Reads what [`serialize_changed`] reads for a changed entry against `base` on a stream that ignores
+    /// contexts, when the entry's prediction, if it has one, is [`DeltaState::predict`] from `base` over `frames`
+    /// (made only if the entry needs it), and returns the path read: the bit-packing reader's changed entry, the
+    /// read side of [`DeltaState::write_changed`]. The default goes through [`serialize_changed`]; a type on a hot
+    /// path overrides it to read its tags and state in one pass. An override must accept exactly the same bits,
+    /// decode the same state and fail with exactly the same errors.
+    #[inline]
+    fn read_changed<S: Stream>(
+        s: &mut S,
+        config: &Self::Config,
+        value: &mut Self,
+        base: &Self,
+        frames: Option<u16>,
+    ) -> Result<DeltaPath, CodecError> {
+        read_changed_generic(s, config, value, base, frames)
+    }
+
     /// Bits [`DeltaState::serialize_absolute`] writes with the bit-packing back end, or `None` when writing it
     /// fails; overriding it follows the rules of [`DeltaState::residual_bits`].
     #[inline]
@@ -591,6 +608,23 @@ pub(crate) fn write_changed_generic<S: Stream, T: DeltaState>(
     serialize_changed(s, config, &mut value, &mut path, base, |_| {
         Ok(prediction.map_or(Prediction::None, Prediction::Made))
     })
+}
+
+/// [`DeltaState::read_changed`] through [`serialize_changed`]: the default, and what an override falls back to on a
+/// stream its one pass does not serve.
+#[inline]
+pub(crate) fn read_changed_generic<S: Stream, T: DeltaState>(
+    s: &mut S,
+    config: &T::Config,
+    value: &mut T,
+    base: &T,
+    frames: Option<u16>,
+) -> Result<DeltaPath, CodecError> {
+    let mut path = DeltaPath::Absolute;
+    serialize_changed(s, config, value, &mut path, base, |_| {
+        Ok(frames.map_or(Prediction::<&T>::None, Prediction::FromBaseline))
+    })?;
+    Ok(path)
 }
 
 /// The rest of [`serialize_entry_lazy`] after an unchanged flag that said the entry changed: the prediction, the

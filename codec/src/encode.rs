@@ -1653,6 +1653,21 @@ impl DeltaState for ObjectState {
         packed::plan_packed(config, value, baseline, prediction)
     }
 
+    /// The tags and the residual in one pass on a stream that ignores contexts (see [`packed::read_changed`]).
+    #[inline]
+    fn read_changed<S: Stream>(
+        s: &mut S,
+        config: &StateConfig,
+        value: &mut Self,
+        base: &Self,
+        frames: Option<u16>,
+    ) -> Result<crate::delta::DeltaPath, CodecError> {
+        if S::CONTEXTS || !S::READING {
+            return crate::delta::read_changed_generic(s, config, value, base, frames);
+        }
+        packed::read_changed(s, config, value, base, frames)
+    }
+
     #[inline]
     fn absolute_bits(config: &StateConfig, value: &Self) -> Option<u64> {
         Some(body_absolute_bits(config, &value.body)? + META_BITS)

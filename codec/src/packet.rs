@@ -2210,6 +2210,27 @@ fn read_section_entries<S: EntrySource, T: DeltaState>(
             around.after_change = false;
             continue;
         }
+        // The commonest changed entry of a bit-packed section, its flags 1110: the next id, a baseline at the offset
+        // named last, changed. Its flags read at once, it is read as any changed entry below.
+        if !S::CONTEXTS
+            && !T::uses_history(config)
+            && previous_offset != 0
+            && next <= link.max_id()
+            && s.take_pattern(0b1110, 4)
+        {
+            let id = next as u16;
+            previous = Some(id);
+            previous_gap_length = 0;
+            let named = sequence.wrapping_sub(previous_offset);
+            let (b_frame, b) = named_baseline(history, &mut ahead, id, named, sequence)?;
+            let at = out.len();
+            out.push((id, T::default()));
+            let frames = frame.wrapping_sub(b_frame);
+            let predicts = T::predicts(config, b, frames).then_some(frames);
+            T::read_changed(s, config, &mut out[at].1, b, predicts)?;
+            around.after_change = true;
+            continue;
+        }
         let mut plain = false;
         if let Some(next) = plain_next(S::CONTEXTS, link, previous, previous_offset) {
             s.bool(gap_context_of(&PLAIN, previous_gap_length), &mut plain)?;
@@ -2297,6 +2318,23 @@ fn read_section_entries<S: EntrySource, T: DeltaState>(
         let at = out.len();
         out.push((id, T::default()));
         let state = &mut out[at].1;
+        // A changed entry of a stream that ignores contexts, against its baseline and the prediction from it alone:
+        // its tags and state in one pass.
+        if !S::CONTEXTS
+            && !T::uses_history(config)
+            && let Some((b, b_frame, _)) = baseline
+        {
+            let frames = frame.wrapping_sub(b_frame);
+            T::read_changed(
+                s,
+                config,
+                state,
+                b,
+                T::predicts(config, b, frames).then_some(frames),
+            )?;
+            around.after_change = true;
+            continue;
+        }
         // The uncorrected prediction from history, recorded for the entries after this one.
         let mut raw: Option<T> = None;
         let predict = |s: &mut S| {
@@ -3900,7 +3938,8 @@ mod tests {
     /// What reading one section gives: its frame and entries.
     type SectionRead = Result<(u16, Vec<(u16, ObjectState)>), CodecError>;
 
-    /// One section read twice: by the bit-packing reader (runs of unchanged entries at once) and by [`Flagwise`].
+    /// One section read twice: by the bit-packing reader (runs of unchanged entries, and the flags of a changed
+    /// entry, at once) and by [`Flagwise`].
     fn read_with_runs_and_flagwise(
         bytes: &[u8],
         link: &LinkConfig,
@@ -3925,7 +3964,8 @@ mod tests {
         (at_once, flagwise)
     }
 
-    /// A bit-packing reader that reads every flag on its own: it keeps [`Stream::take_ones`]'s default.
+    /// A bit-packing reader that reads every flag on its own: it keeps the defaults of [`Stream::take_ones`] and
+    /// [`Stream::take_pattern`].
     struct Flagwise<'a>(BitReadStream<'a>);
 
     impl EntrySource for Flagwise<'_> {}
@@ -3953,8 +3993,9 @@ mod tests {
 
     #[test]
     fn unchanged_runs_read_at_once_read_as_flag_by_flag() {
-        // Sections of many unchanged neighbours, as written and then with bits flipped and cut: the reader that
-        // takes four one bits at once must give exactly what the one reading each flag gives, errors included.
+        // Sections of many unchanged neighbours and changed ones, as written and then with bits flipped and cut: the
+        // reader that takes four flags at once (one bits, or a changed entry's 1110) must give exactly what the one
+        // reading each flag gives, errors included.
         let config = StateConfig::default();
         let link = LinkConfig {
             backend: Backend::Bitpack,

@@ -102,6 +102,12 @@ pub trait Stream {
         false
     }
 
+    /// Reads the next `bits` bits (1..=32) if they are `pattern`, and says whether it did: [`Stream::take_ones`] for
+    /// another run of flags (a reader's commonest changed entry), with the same default.
+    fn take_pattern(&mut self, _pattern: u32, _bits: u32) -> bool {
+        false
+    }
+
     /// [`Stream::take_ones`] of `bits` bits, up to `most` times in a row while it takes them: how many times it
     /// did. A reader takes a run of unchanged entries so, and then their baselines at once.
     fn take_ones_repeated(&mut self, bits: u32, most: u32) -> u32 {

@@ -435,6 +435,63 @@ impl Bucket {
     }
 }
 
+/// What [`crate::delta::serialize_changed`] reads for a changed body against `base` on a stream that ignores
+/// contexts, when the entry's prediction, if it has one, is the prediction from `base` over `frames`, in one pass:
+/// the perfect-prediction flag and the path tag, then the state along the path read, which is returned (see
+/// [`DeltaState::read_changed`]). The prediction is made only for the paths that need it. The same bits, the same
+/// state and the same errors as there.
+#[inline(never)]
+pub(super) fn read_changed<S: Stream>(
+    s: &mut S,
+    config: &StateConfig,
+    value: &mut ObjectState,
+    base: &ObjectState,
+    frames: Option<u16>,
+) -> Result<DeltaPath, CodecError> {
+    debug_assert!(!S::CONTEXTS && S::READING);
+    let predicted = |frames: u16| {
+        ObjectState::predict(config, base, frames).ok_or(CodecError::Invalid {
+            field: "prediction",
+        })
+    };
+    // With a prediction, the perfect-prediction flag, then the path tag in two bits (0: against the prediction, 1:
+    // against the baseline, 2: absolute); without one, the tag less one in one bit.
+    let tag = match frames {
+        Some(frames) => {
+            if flag(s, PERFECT[0][0])? {
+                *value = predicted(frames)?;
+                return Ok(DeltaPath::Predicted);
+            }
+            let mut tag = 0;
+            s.packed(PATH[0][0], &mut tag, 2)?;
+            tag
+        }
+        None => {
+            let mut coded = 0;
+            s.packed(PATH[0][0], &mut coded, 1)?;
+            coded + 1
+        }
+    };
+    match (tag, frames) {
+        (0, Some(frames)) => {
+            let prediction = predicted(frames)?;
+            object_residual(s, config, value, &prediction, Some(&base.body))?;
+            Ok(DeltaPath::PredictionError)
+        }
+        (1, _) => {
+            object_residual(s, config, value, base, None)?;
+            Ok(DeltaPath::Delta)
+        }
+        (2, _) => {
+            ObjectState::serialize_absolute(s, config, value)?;
+            Ok(DeltaPath::Absolute)
+        }
+        _ => Err(CodecError::Invalid {
+            field: PATH[0][0].name,
+        }),
+    }
+}
+
 /// Fields gathered into one [`Stream::packed`] call while they fit in its 64 bits, most significant first: the
 /// writer's fields of one changed body in as few calls as their bits allow.
 #[derive(Default)]
@@ -734,7 +791,7 @@ fn read_vector<S: Stream>(
 mod tests {
     use super::*;
     use crate::bitpack::{BitReadStream, BitWriteStream};
-    use crate::delta::{plan_with_residual_gap, write_changed_generic};
+    use crate::delta::{plan_with_residual_gap, read_changed_generic, write_changed_generic};
     use crate::quant::{QuantizedRotation, RotationQuantizer};
     use crate::stream::MeasureStream;
     use proptest::prelude::*;
@@ -911,6 +968,41 @@ mod tests {
                         prop_assert_eq!(replayed.finish(), written.finish());
                     }
                     None => prop_assert_eq!(plan.path, DeltaPath::Absolute),
+                }
+            }
+        }
+
+        #[test]
+        fn reads_a_changed_entry_as_serialize_changed_reads_it(
+            base in state(),
+            written in state(),
+            noise in prop::array::uniform12(-20_000i32..20_000),
+            spread in prop::sample::select(vec![0, 3, 15, 40, 300, 9000, 20_000]),
+            turn in any::<bool>(),
+            path in prop::sample::select(DeltaPath::ALL.to_vec()),
+            frames in prop::option::of(0u16..12),
+            garbage in prop::collection::vec(any::<u8>(), 0..40),
+            cut in 0usize..40,
+        ) {
+            for config in configs() {
+                // Bytes a writer wrote (any path, cut anywhere), and bytes no writer wrote.
+                let value = nudged(&written, noise, spread, turn);
+                let prediction = frames.and_then(|f| ObjectState::predict(&config, &base, f));
+                let mut w = BitWriteStream::new();
+                let mut bytes = match write_changed(&mut w, &config, &value, path, &base, prediction.as_ref()) {
+                    Ok(()) => w.finish(),
+                    Err(_) => garbage.clone(),
+                };
+                for bytes in [bytes.clone(), { bytes.truncate(cut); bytes }, garbage.clone()] {
+                    let (mut a, mut b) = (written, written);
+                    let (mut ra, mut rb) = (BitReadStream::new(&bytes), BitReadStream::new(&bytes));
+                    let fast = read_changed(&mut ra, &config, &mut a, &base, frames);
+                    let slow = read_changed_generic(&mut rb, &config, &mut b, &base, frames);
+                    prop_assert_eq!(&fast, &slow);
+                    if slow.is_ok() {
+                        prop_assert_eq!(a, b);
+                        prop_assert_eq!(ra.bits_left(), rb.bits_left());
+                    }
                 }
             }
         }
