@@ -1572,9 +1572,17 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                 };
                 from_history.or_else(|| T::predict(config, &b.state, frames))
             });
-            let (decision, gap, bits) = match base {
+            // The bits a bit-packed entry's plan worked out are kept for the writer, and its prediction is not; the
+            // range coder's plan has no bits to carry (kept apart, its plan moves no more than the plan itself).
+            let (decision, gap, packed) = match base {
                 Some(b) if self.packing => {
-                    plan_changed_for_packing(config, &state, &b.state, prediction.as_ref())?
+                    let (decision, gap, bits) =
+                        plan_changed_for_packing(config, &state, &b.state, prediction.as_ref())?;
+                    let packed = bits.map_or(NOT_PACKED, |bits| {
+                        self.packed.push(bits);
+                        self.packed.len() as u32 - 1
+                    });
+                    (decision, gap, packed)
                 }
                 _ => {
                     let (decision, gap) = plan_with_residual_gap(
@@ -1583,20 +1591,15 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                         base.map(|b| &b.state),
                         prediction.as_ref(),
                     )?;
-                    (decision, gap, None)
+                    (decision, gap, NOT_PACKED)
                 }
             };
-            // The prediction is kept for the writer only where it works the entry's bits out itself.
-            let (index, packed) = match (prediction, bits) {
-                (_, Some(bits)) => {
-                    self.packed.push(bits);
-                    (None, self.packed.len() as u32 - 1)
-                }
-                (Some(p), None) => {
+            let index = match prediction {
+                Some(p) if packed == NOT_PACKED => {
                     values.push(p);
-                    (Some(values.len() as u32 - 1), NOT_PACKED)
+                    Some(values.len() as u32 - 1)
                 }
-                (None, None) => (None, NOT_PACKED),
+                _ => None,
             };
             let history_bits = if history && base.is_some() && decision.path != DeltaPath::Unchanged
             {
