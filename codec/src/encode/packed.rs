@@ -13,10 +13,10 @@
 
 use super::{
     ABS_ANGULAR, ABS_LARGEST, ABS_LINEAR, ABS_POSITION, ANGULAR, ANGULAR_BUCKETS, AT_REST, Buckets,
-    LINEAR, LINEAR_BUCKETS, META_BITS, Motion, POSITION, POSITION_BUCKETS, POSITION_PLAIN_AFTER,
-    ROTATION, ROTATION_AFTER, ROTATION_BUCKETS, ROTATION_PLAIN_AFTER, SAME_LARGEST, StateConfig,
-    TURNED, body_fits, check_bounds, check_rotation_bounds, meta_residual, rotation_as,
-    turned_buckets, velocities_off,
+    LINEAR, LINEAR_BUCKETS, META_BITS, META_CHANGED, Motion, POSITION, POSITION_BUCKETS,
+    POSITION_PLAIN_AFTER, ROTATION, ROTATION_AFTER, ROTATION_BUCKETS, ROTATION_PLAIN_AFTER,
+    SAME_LARGEST, StateConfig, TURNED, body_fits, check_bounds, check_rotation_bounds, meta,
+    rotation_as, turned_buckets, velocities_off,
 };
 use crate::bitpack::PackedBits;
 use crate::delta::{DeltaPath, DeltaPlan, DeltaState, PATH, PERFECT, PackedPlan};
@@ -157,7 +157,16 @@ pub(super) fn object_residual<S: Stream>(
             angular,
         )?;
     }
-    meta_residual(s, value, reference)
+    // What `meta_residual` reads, without first comparing the fields it overwrites: the changed flag, then the
+    // fields or the reference's.
+    if flag(s, META_CHANGED)? {
+        meta(s, value)
+    } else {
+        value.authority = reference.authority;
+        value.authority_seq = reference.authority_seq;
+        value.ownership_seq = reference.ownership_seq;
+        Ok(())
+    }
 }
 
 /// What [`crate::delta::serialize_changed`] writes for a changed body along `path` against `base` and the
