@@ -379,6 +379,26 @@ impl Stream for BitReadStream<'_> {
         same
     }
 
+    #[inline(always)]
+    fn peek(&mut self, bits: u32) -> Option<u64> {
+        // A refill leaves more than 56 bits held unless the input ends first.
+        if !(1..=56).contains(&bits) {
+            return None;
+        }
+        if self.acc_bits < bits {
+            self.refill();
+            if self.acc_bits < bits {
+                return None;
+            }
+        }
+        Some((self.acc >> (self.acc_bits - bits)) & ((1u64 << bits) - 1))
+    }
+
+    #[inline(always)]
+    fn skip(&mut self, bits: u32) {
+        self.acc_bits -= bits.min(self.acc_bits);
+    }
+
     /// The one bits at the top of the accumulator counted at once, instead of [`Stream::take_ones`] a group at a
     /// time: a run of unchanged entries is a few words of ones.
     #[inline]
@@ -640,6 +660,46 @@ mod tests {
                     by_group.bits(C, &mut b, skip).unwrap();
                 }
                 assert_eq!(a, b, "trial {trial}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_peek_shows_the_bits_a_read_takes_and_takes_none() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(56);
+        for trial in 0..500 {
+            let bytes: Vec<u8> = (0..rng.random_range(0..24)).map(|_| rng.random()).collect();
+            let (mut peeking, mut reading) =
+                (BitReadStream::new(&bytes), BitReadStream::new(&bytes));
+            loop {
+                let bits = rng.random_range(0..=60);
+                let left = peeking.bits_left();
+                match peeking.peek(bits) {
+                    Some(ahead) => {
+                        assert!(
+                            (1..=56).contains(&bits) && u64::from(bits) <= left,
+                            "trial {trial}"
+                        );
+                        assert_eq!(peeking.bits_left(), left, "trial {trial}");
+                        let used = rng.random_range(0..=bits);
+                        let mut read = 0;
+                        reading.packed(C, &mut read, used).unwrap();
+                        assert_eq!(read, ahead >> (bits - used), "trial {trial}");
+                        peeking.skip(used);
+                        assert_eq!(peeking.bits_left(), reading.bits_left(), "trial {trial}");
+                    }
+                    None => {
+                        assert!(
+                            !(1..=56).contains(&bits) || u64::from(bits) > left,
+                            "trial {trial}"
+                        );
+                        assert_eq!(peeking.bits_left(), left, "trial {trial}");
+                        if bits > 0 && u64::from(bits) > left {
+                            break;
+                        }
+                    }
+                }
             }
         }
     }

@@ -108,6 +108,18 @@ pub trait Stream {
         false
     }
 
+    /// The next `bits` bits (1..=56), right-aligned, without reading them; `None` when fewer are left, or for a
+    /// stream that cannot look ahead (its default: a stream that codes under contexts). A reader's shortcut for a
+    /// field whose width depends on its own first bits (a residual vector's bucket tag and components), read by
+    /// [`Stream::skip`] once it is known. Only a reading stream that ignores contexts overrides it.
+    fn peek(&mut self, _bits: u32) -> Option<u64> {
+        None
+    }
+
+    /// Reads `bits` bits that the last [`Stream::peek`] showed (at most as many as it showed), without looking at
+    /// them again. Only a stream whose `peek` can show bits does anything.
+    fn skip(&mut self, _bits: u32) {}
+
     /// [`Stream::take_ones`] of `bits` bits, up to `most` times in a row while it takes them: how many times it
     /// did. A reader takes a run of unchanged entries so, and then their baselines at once.
     fn take_ones_repeated(&mut self, bits: u32, most: u32) -> u32 {

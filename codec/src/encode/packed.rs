@@ -6,21 +6,22 @@
 //! The writer also takes a changed entry's tags (see [`write_changed`]): they and the residual's fields go in as few
 //! 64-bit fields as the bits allow ([`Fields`]).
 //!
-//! Reading takes the tag first (it says how wide the components are), then each component on its own, so that a
-//! component out of its bucket's range is the same [`CodecError::Invalid`], naming the same field, as the generic
-//! reader's.
+//! Reading looks at a vector's tag and components at once ([`Stream::peek`]) and takes them when they are in
+//! range; otherwise it takes the tag first (it says how wide the components are), then each component on its own,
+//! so that a component out of its bucket's range is the same [`CodecError::Invalid`], naming the same field, as the
+//! generic reader's. The sums are checked against the quantizer's bounds a vector at a time ([`Bounds`]).
 
 use super::{
     ABS_ANGULAR, ABS_LARGEST, ABS_LINEAR, ABS_POSITION, ANGULAR, ANGULAR_BUCKETS, AT_REST, Buckets,
-    LINEAR, LINEAR_BUCKETS, META_BITS, Motion, POSITION, POSITION_BUCKETS, POSITION_PLAIN_AFTER,
-    ROTATION, ROTATION_AFTER, ROTATION_BUCKETS, ROTATION_PLAIN_AFTER, SAME_LARGEST, StateConfig,
-    TURNED, body_fits, check_bounds, check_rotation_bounds, meta_residual, rotation_as,
-    turned_buckets, velocities_off,
+    LINEAR, LINEAR_BUCKETS, META_BITS, META_CHANGED, Motion, POSITION, POSITION_BUCKETS,
+    POSITION_PLAIN_AFTER, ROTATION, ROTATION_AFTER, ROTATION_BUCKETS, ROTATION_PLAIN_AFTER,
+    SAME_LARGEST, StateConfig, TURNED, body_fits, check_bounds, check_rotation_bounds, meta,
+    rotation_as, turned_buckets, velocities_off,
 };
 use crate::bitpack::PackedBits;
 use crate::delta::{DeltaPath, DeltaPlan, DeltaState, PATH, PERFECT, PackedPlan};
 use crate::error::CodecError;
-use crate::quant::bits_for;
+use crate::quant::{ScalarQuantizer, Vec3Quantizer, bits_for};
 use crate::state::{BodyState, ObjectState};
 use crate::stream::{Ctx, Stream};
 
@@ -61,6 +62,10 @@ pub(super) fn object_residual<S: Stream>(
     };
 
     b.at_rest = flag(s, AT_REST)?;
+    let position = Bounds {
+        range: &quant.position,
+        check: |v: &[i32; 3]| check_bounds(&quant.position, v, ABS_POSITION),
+    };
     read_vector(
         s,
         POSITION.bucket,
@@ -69,8 +74,21 @@ pub(super) fn object_residual<S: Stream>(
         position_back,
         &mut b.position,
         &r.position,
+        position,
     )?;
-    check_bounds(&quant.position, &b.position, ABS_POSITION)?;
+    let max = quant.rotation.max_component();
+    let component = ScalarQuantizer {
+        steps_per_unit: 1,
+        min_index: -max,
+        max_index: max,
+    };
+    let components = Vec3Quantizer {
+        axes: [component; 3],
+    };
+    let rotation = Bounds {
+        range: &components,
+        check: |v: &[i32; 3]| check_rotation_bounds(quant, v),
+    };
     if flag(s, SAME_LARGEST)? {
         b.rotation.largest = r.rotation.largest;
         read_vector(
@@ -81,6 +99,7 @@ pub(super) fn object_residual<S: Stream>(
             rotation_back,
             &mut b.rotation.components,
             &r.rotation.components,
+            rotation,
         )?;
     } else {
         let mut largest = 0;
@@ -100,15 +119,19 @@ pub(super) fn object_residual<S: Stream>(
             [false; 3],
             &mut b.rotation.components,
             &turned,
+            rotation,
         )?;
     }
-    check_rotation_bounds(quant, &b.rotation.components)?;
     if config.pose_only {
         velocities_off::<S>(b)?;
     } else if b.at_rest {
         b.linear_velocity = [0; 3];
         b.angular_velocity = [0; 3];
     } else {
+        let linear = Bounds {
+            range: &quant.linear_velocity,
+            check: |v: &[i32; 3]| check_bounds(&quant.linear_velocity, v, ABS_LINEAR),
+        };
         read_vector(
             s,
             LINEAR.bucket,
@@ -117,8 +140,12 @@ pub(super) fn object_residual<S: Stream>(
             [false; 3],
             &mut b.linear_velocity,
             &r.linear_velocity,
+            linear,
         )?;
-        check_bounds(&quant.linear_velocity, &b.linear_velocity, ABS_LINEAR)?;
+        let angular = Bounds {
+            range: &quant.angular_velocity,
+            check: |v: &[i32; 3]| check_bounds(&quant.angular_velocity, v, ABS_ANGULAR),
+        };
         read_vector(
             s,
             ANGULAR.bucket,
@@ -127,10 +154,19 @@ pub(super) fn object_residual<S: Stream>(
             [false; 3],
             &mut b.angular_velocity,
             &r.angular_velocity,
+            angular,
         )?;
-        check_bounds(&quant.angular_velocity, &b.angular_velocity, ABS_ANGULAR)?;
     }
-    meta_residual(s, value, reference)
+    // What `meta_residual` reads, without first comparing the fields it overwrites: the changed flag, then the
+    // fields or the reference's.
+    if flag(s, META_CHANGED)? {
+        meta(s, value)
+    } else {
+        value.authority = reference.authority;
+        value.authority_seq = reference.authority_seq;
+        value.ownership_seq = reference.ownership_seq;
+        Ok(())
+    }
 }
 
 /// What [`crate::delta::serialize_changed`] writes for a changed body along `path` against `base` and the
@@ -737,9 +773,11 @@ fn vector_code(
     Ok((code, bits))
 }
 
-/// Reads what [`vector_code`] wrote (without its prefix) into `value`, against `reference`: the tag, then each
-/// component. A component beyond its bucket's bound is [`CodecError::Invalid`] naming `axis(i, largest)`, where
-/// `largest` is the largest magnitude of the components before it (as the generic reader names its contexts).
+/// Reads what [`vector_code`] wrote (without its prefix) into `value`, against `reference`, and checks it against
+/// `bounds`: the tag, then each component. A component beyond its bucket's bound is [`CodecError::Invalid`] naming
+/// `axis(i, largest)`, where `largest` is the largest magnitude of the components before it (as the generic reader
+/// names its contexts); a value outside `bounds` is the error its check gives.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn read_vector<S: Stream>(
     s: &mut S,
@@ -749,7 +787,11 @@ fn read_vector<S: Stream>(
     flip: [bool; 3],
     value: &mut [i32; 3],
     reference: &[i32; 3],
+    bounds: Bounds<'_, impl FnOnce(&[i32; 3]) -> Result<(), CodecError>>,
 ) -> Result<(), CodecError> {
+    if let Some(d) = look_ahead_vector(s, buckets) {
+        return bounds.add(value, reference, d, flip);
+    }
     let mut tag = 0;
     s.packed(bucket, &mut tag, 2)?;
     let mut d = [0i64; 3];
@@ -777,14 +819,84 @@ fn read_vector<S: Stream>(
                     field: axis(i, so_far),
                 });
             }
-            d[i] = if flip[i] { -v } else { v };
+            d[i] = v;
         }
     }
-    for i in 0..3 {
-        // |d| <= the bucket's bound, far inside i32.
-        value[i] = reference[i].saturating_add(d[i] as i32);
+    bounds.add(value, reference, d, flip)
+}
+
+/// [`read_vector`]'s tag and components (not yet flipped) in one look at the stream ([`Stream::peek`]) as wide as
+/// the medium bucket's layout, read only when the tag names no bucket or one of the two narrower ones and every
+/// component lies within its bucket's bound. Otherwise (a component out of range, the largest bucket, the stream
+/// ending within the look, a stream that cannot look ahead, buckets too wide for one look) nothing is read, and the
+/// general path reads the same bits and reports the same error.
+#[inline(always)]
+fn look_ahead_vector<S: Stream>(s: &mut S, buckets: Buckets) -> Option<[i64; 3]> {
+    // A bucket's components are offsets from -bound, each in the width of 2 * bound.
+    let width = |bound: i32| bits_for((2 * i64::from(bound)) as u32);
+    let widths = [width(buckets.0[0]), width(buckets.0[1])];
+    let look = 2 + 3 * widths[0].max(widths[1]);
+    if look > 56 {
+        return None;
     }
-    Ok(())
+    let ahead = s.peek(look)?;
+    let tag = (ahead >> (look - 2)) as usize;
+    if tag == 0 {
+        s.skip(2);
+        return Some([0; 3]);
+    }
+    let (&bound, &width) = (buckets.0.get(tag - 1)?, widths.get(tag - 1)?);
+    let bound = i64::from(bound);
+    let mask = (1u64 << width) - 1;
+    // The components follow the tag, the first highest; `look - 2 >= 3 * width`.
+    let all = ahead >> (look - 2 - 3 * width);
+    let component = |i: u32| (all >> (width * (2 - i)) & mask) as i64 - bound;
+    let d = [component(0), component(1), component(2)];
+    if d[0] > bound || d[1] > bound || d[2] > bound {
+        return None;
+    }
+    s.skip(2 + 3 * width);
+    Some(d)
+}
+
+/// The range a decoded vector must lie in, per component (a quantizer's bounds, or the rotation's as one), and
+/// the check that reports a vector outside it ([`check_bounds`], [`check_rotation_bounds`]).
+struct Bounds<'a, F> {
+    range: &'a Vec3Quantizer,
+    /// Passes exactly the vectors within `range`, and names the error otherwise.
+    check: F,
+}
+
+impl<F: FnOnce(&[i32; 3]) -> Result<(), CodecError>> Bounds<'_, F> {
+    /// `value` set to `reference` plus the residual `d` read, each component's sign flipped where `flip` says and
+    /// added with saturation at the ends of `i32`, then checked. The sums are taken in `i64` and checked against
+    /// the bounds at once: within them (inside `i32`) a saturating add gives the same sum and the check passes;
+    /// only outside them does the general path run, saturating each component and checking as before.
+    #[inline(always)]
+    fn add(
+        self,
+        value: &mut [i32; 3],
+        reference: &[i32; 3],
+        d: [i64; 3],
+        flip: [bool; 3],
+    ) -> Result<(), CodecError> {
+        // |d| <= the bucket's bound, far inside i32.
+        let flipped = |i: usize| if flip[i] { -d[i] } else { d[i] };
+        let sum = |i: usize| i64::from(reference[i]) + flipped(i);
+        let inside = |i: usize, sum: i64| {
+            let axis = &self.range.axes[i];
+            i64::from(axis.min_index) <= sum && sum <= i64::from(axis.max_index)
+        };
+        let (x, y, z) = (sum(0), sum(1), sum(2));
+        if inside(0, x) & inside(1, y) & inside(2, z) {
+            *value = [x as i32, y as i32, z as i32];
+            return Ok(());
+        }
+        for i in 0..3 {
+            value[i] = reference[i].saturating_add(flipped(i) as i32);
+        }
+        (self.check)(value)
+    }
 }
 
 #[cfg(test)]
@@ -1017,11 +1129,75 @@ mod tests {
             let baseline = predicted.then_some(&baseline.body);
             for config in configs() {
                 let (mut a, mut b) = (ObjectState::default(), ObjectState::default());
-                let fast = object_residual(&mut BitReadStream::new(&bytes), &config, &mut a, &reference, baseline);
-                let slow = generic(&mut BitReadStream::new(&bytes), &config, &mut b, &reference, baseline);
+                let (mut ra, mut rb) = (BitReadStream::new(&bytes), BitReadStream::new(&bytes));
+                let fast = object_residual(&mut ra, &config, &mut a, &reference, baseline);
+                let slow = generic(&mut rb, &config, &mut b, &reference, baseline);
                 prop_assert_eq!(&fast, &slow);
                 if slow.is_ok() {
                     prop_assert_eq!(a, b);
+                    prop_assert_eq!(ra.bits_left(), rb.bits_left());
+                }
+            }
+        }
+
+        /// With quantizer bounds at the ends of `i32` (the fields are public) and references next to them, a
+        /// residual's sum saturates there, and is inside or outside the bounds, exactly as the generic reader has
+        /// it: the sums checked at once in `i64` must not change a decoded value or an error.
+        #[test]
+        fn reads_at_the_ends_of_i32_as_the_generic_residual_reads_them(
+            near in prop::array::uniform12(0i32..20_000),
+            ends in prop::array::uniform12(any::<bool>()),
+            wide in prop::array::uniform3(any::<bool>()),
+            bytes in prop::collection::vec(any::<u8>(), 0..24),
+            at_rest in any::<bool>(),
+        ) {
+            let end = |i: usize| if ends[i] { i32::MAX - near[i] } else { i32::MIN + near[i] };
+            let mut config = StateConfig::default();
+            // Each vector's bounds at the ends of i32, or just inside them, where a saturated sum lies outside.
+            let bound = |wide: bool, q: &mut Vec3Quantizer| {
+                for axis in &mut q.axes {
+                    (axis.min_index, axis.max_index) =
+                        if wide { (i32::MIN, i32::MAX) } else { (i32::MIN + 5, i32::MAX - 5) };
+                }
+            };
+            bound(wide[0], &mut config.quant.position);
+            bound(wide[1], &mut config.quant.linear_velocity);
+            bound(wide[2], &mut config.quant.angular_velocity);
+            let mut reference = ObjectState::default();
+            let r = &mut reference.body;
+            r.at_rest = at_rest;
+            for i in 0..3 {
+                r.position[i] = end(i);
+                r.linear_velocity[i] = end(6 + i);
+                r.angular_velocity[i] = end(9 + i);
+            }
+            for written in [true, false] {
+                let bytes = if written {
+                    // Residuals that step past the ends, in every bucket.
+                    let mut value = reference;
+                    let v = &mut value.body;
+                    for i in 0..3 {
+                        let step = |x: i32, k: usize| x.saturating_add(if ends[k] { near[k] % 300 } else { -(near[k] % 9000) });
+                        v.position[i] = step(v.position[i], i);
+                        v.linear_velocity[i] = step(v.linear_velocity[i], 6 + i);
+                        v.angular_velocity[i] = step(v.angular_velocity[i], 9 + i);
+                    }
+                    let mut w = BitWriteStream::new();
+                    match generic(&mut w, &config, &mut value, &reference, None) {
+                        Ok(()) => w.finish(),
+                        Err(_) => bytes.clone(),
+                    }
+                } else {
+                    bytes.clone()
+                };
+                let (mut a, mut b) = (ObjectState::default(), ObjectState::default());
+                let (mut ra, mut rb) = (BitReadStream::new(&bytes), BitReadStream::new(&bytes));
+                let fast = object_residual(&mut ra, &config, &mut a, &reference, None);
+                let slow = generic(&mut rb, &config, &mut b, &reference, None);
+                prop_assert_eq!(&fast, &slow);
+                if slow.is_ok() {
+                    prop_assert_eq!(a, b);
+                    prop_assert_eq!(ra.bits_left(), rb.bits_left());
                 }
             }
         }
