@@ -953,11 +953,17 @@ fn meta_residual<S: Stream>(
     if changed {
         meta(s, value)
     } else {
-        value.authority = reference.authority;
-        value.authority_seq = reference.authority_seq;
-        value.ownership_seq = reference.ownership_seq;
+        keep_meta(value, reference);
         Ok(())
     }
+}
+
+/// The authority fields of `reference` in `value`: what an unchanged-authority flag read against it means.
+#[inline(always)]
+fn keep_meta(value: &mut ObjectState, reference: &ObjectState) {
+    value.authority = reference.authority;
+    value.authority_seq = reference.authority_seq;
+    value.ownership_seq = reference.ownership_seq;
 }
 
 /// Classes of how far a prediction moved from its baseline on one position axis or rotation component.

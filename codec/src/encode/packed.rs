@@ -15,8 +15,8 @@ use super::{
     ABS_ANGULAR, ABS_LARGEST, ABS_LINEAR, ABS_POSITION, ANGULAR, ANGULAR_BUCKETS, AT_REST, Buckets,
     LINEAR, LINEAR_BUCKETS, META_BITS, META_CHANGED, Motion, POSITION, POSITION_BUCKETS,
     POSITION_PLAIN_AFTER, ROTATION, ROTATION_AFTER, ROTATION_BUCKETS, ROTATION_PLAIN_AFTER,
-    SAME_LARGEST, StateConfig, TURNED, body_fits, check_bounds, check_rotation_bounds, meta,
-    rotation_as, turned_buckets, velocities_off,
+    SAME_LARGEST, StateConfig, TURNED, body_fits, check_bounds, check_rotation_bounds, keep_meta,
+    meta, rotation_as, turned_buckets, velocities_off,
 };
 use crate::bitpack::PackedBits;
 use crate::delta::{DeltaPath, DeltaPlan, DeltaState, PATH, PERFECT, PackedPlan};
@@ -162,9 +162,7 @@ pub(super) fn object_residual<S: Stream>(
     if flag(s, META_CHANGED)? {
         meta(s, value)
     } else {
-        value.authority = reference.authority;
-        value.authority_seq = reference.authority_seq;
-        value.ownership_seq = reference.ownership_seq;
+        keep_meta(value, reference);
         Ok(())
     }
 }
