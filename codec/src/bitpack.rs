@@ -356,30 +356,6 @@ impl Stream for BitReadStream<'_> {
     }
 
     #[inline(always)]
-    fn take_ones(&mut self, bits: u32) -> bool {
-        self.take_pattern(u32::MAX, bits)
-    }
-
-    #[inline(always)]
-    fn take_pattern(&mut self, pattern: u32, bits: u32) -> bool {
-        if !(1..=32).contains(&bits) {
-            return false;
-        }
-        if self.acc_bits < bits {
-            self.refill();
-            if self.acc_bits < bits {
-                return false;
-            }
-        }
-        let mask = (1u64 << bits) - 1;
-        let same = (self.acc >> (self.acc_bits - bits)) & mask == u64::from(pattern) & mask;
-        if same {
-            self.acc_bits -= bits;
-        }
-        same
-    }
-
-    #[inline(always)]
     fn peek(&mut self, bits: u32) -> Option<u64> {
         // A refill leaves more than 56 bits held unless the input ends first.
         if !(1..=56).contains(&bits) {

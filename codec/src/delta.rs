@@ -410,11 +410,37 @@ pub(crate) fn plan_with_residual_gap<T: DeltaState>(
         let path = DeltaPath::Predicted;
         return Ok((DeltaPlan { path, bits: 2 }, None));
     }
-    // The unchanged flag, the perfect-prediction flag when there is a prediction, and the path tag (0..=2, or
-    // 0..=1 without a prediction).
-    let tags = match prediction {
-        Some(_) => 1 + 1 + u64::from(bits_for(2)),
-        None => 1 + u64::from(bits_for(1)),
+    let (against_prediction, against_baseline) = match prediction {
+        Some(p) => T::residual_bits_both(config, value, p, base),
+        None => (None, T::residual_bits(config, value, base)),
+    };
+    choose_changed_path(
+        config,
+        value,
+        prediction.is_some(),
+        against_prediction,
+        against_baseline,
+    )
+    .ok_or(NO_PATH)
+}
+
+/// The path a changed entry takes, given the bit-packed sizes of its residuals against its prediction (if it has
+/// one) and its baseline (`None` where one cannot be written), with how far apart the two lie when both were
+/// sized: the smaller residual with its tags (the unchanged flag, the perfect-prediction flag when there is a
+/// prediction, and the path tag: 0..=2, or 0..=1 without a prediction), ties to the prediction, and the absolute
+/// form only if smaller still. The one rule [`plan`] and the one-pass [`DeltaState::plan_packed`] both follow.
+#[inline(always)]
+pub(crate) fn choose_changed_path<T: DeltaState>(
+    config: &T::Config,
+    value: &T,
+    has_prediction: bool,
+    against_prediction: Option<u64>,
+    against_baseline: Option<u64>,
+) -> Option<(DeltaPlan, Option<u64>)> {
+    let tags = if has_prediction {
+        1 + 1 + u64::from(bits_for(2))
+    } else {
+        1 + u64::from(bits_for(1))
     };
     let mut best: Option<DeltaPlan> = None;
     let consider = |best: &mut Option<DeltaPlan>, path: DeltaPath, bits: Option<u64>| {
@@ -426,10 +452,6 @@ pub(crate) fn plan_with_residual_gap<T: DeltaState>(
                 bits: bits + tags,
             });
         }
-    };
-    let (against_prediction, against_baseline) = match prediction {
-        Some(p) => T::residual_bits_both(config, value, p, base),
-        None => (None, T::residual_bits(config, value, base)),
     };
     consider(&mut best, DeltaPath::PredictionError, against_prediction);
     consider(&mut best, DeltaPath::Delta, against_baseline);
@@ -444,7 +466,7 @@ pub(crate) fn plan_with_residual_gap<T: DeltaState>(
             T::absolute_bits(config, value),
         );
     }
-    best.map(|plan| (plan, gap)).ok_or(NO_PATH)
+    best.map(|plan| (plan, gap))
 }
 
 /// What [`DeltaState::plan_packed`] gives: the plan, how far apart the two residuals' bit-packed sizes lie (when

@@ -712,10 +712,11 @@ fn body_residual_bits_in_order(config: &StateConfig, b: &BodyState, r: &BodyStat
 /// Bits [`meta_residual`] writes: the changed flag, and the three fields when they changed.
 #[inline(always)]
 fn meta_residual_bits(value: &ObjectState, reference: &ObjectState) -> u64 {
-    let changed = value.authority != reference.authority
-        || value.authority_seq != reference.authority_seq
-        || value.ownership_seq != reference.ownership_seq;
-    1 + if changed { META_BITS } else { 0 }
+    1 + if meta_changed(value, reference) {
+        META_BITS
+    } else {
+        0
+    }
 }
 
 /// Bits [`body_absolute`] writes, or `None` when it fails.
@@ -946,9 +947,7 @@ fn meta_residual<S: Stream>(
     value: &mut ObjectState,
     reference: &ObjectState,
 ) -> Result<(), CodecError> {
-    let mut changed = value.authority != reference.authority
-        || value.authority_seq != reference.authority_seq
-        || value.ownership_seq != reference.ownership_seq;
+    let mut changed = meta_changed(value, reference);
     s.bool(META_CHANGED, &mut changed)?;
     if changed {
         meta(s, value)
@@ -956,6 +955,14 @@ fn meta_residual<S: Stream>(
         keep_meta(value, reference);
         Ok(())
     }
+}
+
+/// Whether `value`'s authority fields differ from `reference`'s: what the changed-authority flag of a residual says.
+#[inline(always)]
+fn meta_changed(value: &ObjectState, reference: &ObjectState) -> bool {
+    value.authority != reference.authority
+        || value.authority_seq != reference.authority_seq
+        || value.ownership_seq != reference.ownership_seq
 }
 
 /// The authority fields of `reference` in `value`: what an unchanged-authority flag read against it means.

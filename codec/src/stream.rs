@@ -96,16 +96,28 @@ pub trait Stream {
     }
 
     /// Reads the next `bits` bits (1..=32) if they are all ones, and says whether it did: a reader's shortcut for
-    /// the commonest run of flags in a section, which a stream that codes under contexts cannot look ahead for
-    /// (its default: never, read nothing). Only a reading stream that ignores contexts overrides it.
-    fn take_ones(&mut self, _bits: u32) -> bool {
-        false
+    /// the commonest run of flags in a section, through [`Stream::peek`] (so never, reading nothing, on a stream
+    /// that codes under contexts and cannot look ahead).
+    #[inline(always)]
+    fn take_ones(&mut self, bits: u32) -> bool {
+        self.take_pattern(u32::MAX, bits)
     }
 
     /// Reads the next `bits` bits (1..=32) if they are `pattern`, and says whether it did: [`Stream::take_ones`] for
-    /// another run of flags (a reader's commonest changed entry), with the same default.
-    fn take_pattern(&mut self, _pattern: u32, _bits: u32) -> bool {
-        false
+    /// another run of flags (a reader's commonest changed entry), through [`Stream::peek`] and [`Stream::skip`].
+    #[inline(always)]
+    fn take_pattern(&mut self, pattern: u32, bits: u32) -> bool {
+        if !(1..=32).contains(&bits) {
+            return false;
+        }
+        let mask = (1u64 << bits) - 1;
+        let same = self
+            .peek(bits)
+            .is_some_and(|next| next == u64::from(pattern) & mask);
+        if same {
+            self.skip(bits);
+        }
+        same
     }
 
     /// The next `bits` bits (1..=56), right-aligned, without reading them; `None` when fewer are left, or for a

@@ -327,6 +327,15 @@ mod tests {
             }
         }
 
+        /// Two settled tables whose sides have each seen the other's settle over two pages, and agree.
+        fn agreeing() -> Self {
+            let mut sides = Self::settled();
+            assert_eq!(world_digest(&sides.host), world_digest(&sides.guest));
+            assert_eq!(sides.page_then_step(120), vec![]);
+            assert_eq!(sides.page_then_step(120), vec![]);
+            sides
+        }
+
         /// One page from the host compared with the guest's world, then `frames` steps of both worlds.
         fn page_then_step(&mut self, frames: u32) -> Vec<ObjectId> {
             let page = self.sender.poll(self.now, &self.host).expect("due");
@@ -361,11 +370,8 @@ mod tests {
 
     #[test]
     fn equal_worlds_agree_and_a_moved_resting_object_is_named() {
-        let mut sides = Sides::settled();
-        assert_eq!(world_digest(&sides.host), world_digest(&sides.guest));
         // Each side settles on what it sees over the first page, and the second finds them agreeing.
-        assert_eq!(sides.page_then_step(120), vec![]);
-        assert_eq!(sides.page_then_step(120), vec![]);
+        let mut sides = Sides::agreeing();
         // Move one resting object on the guest's side and let it settle where it was put.
         let id = sides.resting_object();
         put_down(&mut sides.guest, id, 200, 240);
@@ -381,9 +387,7 @@ mod tests {
         // The host puts a cube down; half a second later the guest, whose copy of the move is still in flight,
         // shows it resting where it lay. That is latency, not a desync: the 30-minute peer session logged 43
         // such warnings, each a single page 20-65 frames apart, none repeated.
-        let mut sides = Sides::settled();
-        assert_eq!(sides.page_then_step(120), vec![]);
-        assert_eq!(sides.page_then_step(120), vec![]);
+        let mut sides = Sides::agreeing();
         let id = sides.resting_object();
         put_down(&mut sides.host, id, 200, 30);
         assert!(sides.host.is_at_rest(id), "the cube rests where it was put");
@@ -395,9 +399,7 @@ mod tests {
     #[test]
     fn a_cube_the_guest_just_put_down_is_not_named_against_the_hosts_older_page() {
         // The other way round: the guest has just put the cube down, the host's page still shows it where it lay.
-        let mut sides = Sides::settled();
-        assert_eq!(sides.page_then_step(120), vec![]);
-        assert_eq!(sides.page_then_step(120), vec![]);
+        let mut sides = Sides::agreeing();
         let id = sides.resting_object();
         put_down(&mut sides.guest, id, 200, 30);
         assert_eq!(sides.page_then_step(0), vec![], "a move in flight");

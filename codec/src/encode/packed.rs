@@ -16,10 +16,10 @@ use super::{
     LINEAR, LINEAR_BUCKETS, META_BITS, META_CHANGED, Motion, POSITION, POSITION_BUCKETS,
     POSITION_PLAIN_AFTER, ROTATION, ROTATION_AFTER, ROTATION_BUCKETS, ROTATION_PLAIN_AFTER,
     SAME_LARGEST, StateConfig, TURNED, body_fits, check_bounds, check_rotation_bounds, keep_meta,
-    meta, rotation_as, turned_buckets, velocities_off,
+    meta, meta_changed, rotation_as, turned_buckets, velocities_off,
 };
 use crate::bitpack::PackedBits;
-use crate::delta::{DeltaPath, DeltaPlan, DeltaState, PATH, PERFECT, PackedPlan};
+use crate::delta::{DeltaPath, DeltaState, PATH, PERFECT, PackedPlan, choose_changed_path};
 use crate::error::CodecError;
 use crate::quant::{ScalarQuantizer, Vec3Quantizer, bits_for};
 use crate::state::{BodyState, ObjectState};
@@ -221,40 +221,20 @@ pub(super) fn plan_packed(
     }
     let against_prediction = prediction.and_then(|p| BodyResidual::new(config, value, p));
     let against_baseline = BodyResidual::new(config, value, base);
-    // As `plan_with_residual_gap` chooses: the unchanged flag, the perfect-prediction flag with a prediction, and the
-    // path tag; the residual against the prediction first, ties to it; the absolute form only if smaller still.
-    let tags = match prediction {
-        Some(_) => 1 + 1 + u64::from(bits_for(2)),
-        None => 1 + u64::from(bits_for(1)),
-    };
-    let mut best: Option<(DeltaPath, u64)> = None;
-    for (path, residual) in [
-        (DeltaPath::PredictionError, &against_prediction),
-        (DeltaPath::Delta, &against_baseline),
-    ] {
-        if let Some(r) = residual
-            && best.is_none_or(|(_, bits)| r.bits + tags < bits)
-        {
-            best = Some((path, r.bits + tags));
-        }
+    let (plan, gap) = choose_changed_path(
+        config,
+        value,
+        prediction.is_some(),
+        against_prediction.map(|r| r.bits),
+        against_baseline.map(|r| r.bits),
+    )?;
+    if plan.path == DeltaPath::Absolute {
+        return Some((plan, gap, None));
     }
-    let gap = against_prediction
-        .as_ref()
-        .zip(against_baseline.as_ref())
-        .map(|(a, b)| a.bits.abs_diff(b.bits));
-    if best.is_none_or(|(_, bits)| ObjectState::absolute_bits_floor(config) + tags < bits)
-        && let Some(absolute) = ObjectState::absolute_bits(config, value)
-        && best.is_none_or(|(_, bits)| absolute + tags < bits)
-    {
-        let path = DeltaPath::Absolute;
-        let bits = absolute + tags;
-        return Some((DeltaPlan { path, bits }, gap, None));
-    }
-    let (path, bits) = best?;
     // The tags and the residual as `write_changed` writes them: the perfect-prediction flag (0) and the path tag in
     // three bits with a prediction, the path tag less one in one bit without.
     let mut out = PackedBits::default();
-    match (path, prediction) {
+    match (plan.path, prediction) {
         (DeltaPath::PredictionError, Some(p)) => {
             out.push_fitting(0, 3).ok()?;
             let flip = flips(&p.body, Some(&base.body));
@@ -270,7 +250,7 @@ pub(super) fn plan_packed(
         }
     }
     .ok()?;
-    Some((DeltaPlan { path, bits }, gap, Some(out)))
+    Some((plan, gap, Some(out)))
 }
 
 /// A body's residual against one reference as [`plan_packed`] sizes it: each vector's bucket, not its components
@@ -324,9 +304,7 @@ impl BodyResidual {
             bits += linear.bits() + angular.bits();
             (linear, angular)
         };
-        let meta = value.authority != reference.authority
-            || value.authority_seq != reference.authority_seq
-            || value.ownership_seq != reference.ownership_seq;
+        let meta = meta_changed(value, reference);
         bits += 1 + if meta { META_BITS } else { 0 };
         Some(Self {
             position,
@@ -394,14 +372,8 @@ impl BodyResidual {
                     .code(no_flip, &b.angular_velocity, &r.angular_velocity, 0, 0);
             out.push_fitting(code, bits)?;
         }
-        if self.meta {
-            let meta = u64::from(value.authority) << 32
-                | u64::from(value.authority_seq) << 16
-                | u64::from(value.ownership_seq);
-            out.push_fitting(1 << 40 | meta, 41)
-        } else {
-            out.push_fitting(0, 1)
-        }
+        let (code, bits) = meta_code(value, self.meta);
+        out.push_fitting(code, bits)
     }
 }
 
@@ -661,18 +633,23 @@ fn write_residual<S: Stream>(
     }
     // The authority's changed flag, then (when they changed) the authority and the two sequences, as
     // `meta_residual` writes them.
-    let changed = value.authority != reference.authority
-        || value.authority_seq != reference.authority_seq
-        || value.ownership_seq != reference.ownership_seq;
+    let (code, bits) = meta_code(value, meta_changed(value, reference));
+    fields.push(s, code, bits)?;
+    fields.flush(s)
+}
+
+/// The changed-authority flag and, when `changed`, the authority and the two sequences after it, as
+/// `meta_residual` writes them: one field of 41 bits, or the flag alone.
+#[inline(always)]
+fn meta_code(value: &ObjectState, changed: bool) -> (u64, u32) {
     if changed {
         let meta = u64::from(value.authority) << 32
             | u64::from(value.authority_seq) << 16
             | u64::from(value.ownership_seq);
-        fields.push(s, 1 << 40 | meta, 41)?;
+        (1 << 40 | meta, 41)
     } else {
-        fields.push(s, 0, 1)?;
+        (0, 1)
     }
-    fields.flush(s)
 }
 
 /// One flag, read.
