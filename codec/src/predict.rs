@@ -118,12 +118,7 @@ impl Predictor {
             .components
             .map(|c| i64::from(c.max(-max).min(max)) * self.component_to_q);
         let l = isqrt(((1i64 << (2 * QFRAC)) - (a * a + b * b + c * c)).max(0) as u64) as i64;
-        let mut q = match r.largest & 3 {
-            0 => [l, a, b, c],
-            1 => [a, l, b, c],
-            2 => [a, b, l, c],
-            _ => [a, b, c, l],
-        };
+        let mut q = place_largest(r.largest & 3, l, [a, b, c]);
         let half_angle = |w: &[i64; 3]| {
             [0, 1, 2]
                 .map(|i| ((w[i] * self.half_angle_per_index[i]) >> FRAC).clamp(-H_LIMIT, H_LIMIT))
@@ -150,23 +145,9 @@ impl Predictor {
         if norm == 0 {
             return r;
         }
-        // The first component of the largest magnitude.
-        let mut largest = 0;
-        for i in 1..4 {
-            if q[i].abs() > q[largest].abs() {
-                largest = i;
-            }
-        }
-        let sign = if q[largest] < 0 { -1 } else { 1 };
+        let (largest, sign, rest) = split_largest(q);
         // Component = q / norm * scale, rounded: one division for the factor (scale * 2^48 / norm), then products
         // below 2^57.
-        let [x, y, z, s] = q;
-        let rest = match largest {
-            0 => [y, z, s],
-            1 => [x, z, s],
-            2 => [x, y, s],
-            _ => [x, y, z],
-        };
         let components = if self.q_to_component < WIDE_COMPONENTS {
             let factor = div_floor_positive(self.q_to_component << 32, norm);
             let component = |c: i64| {
@@ -290,7 +271,47 @@ fn spin_undamped(q: [i64; 4], h: &[i64; 3], h_sq: i64, frames: u16) -> [i64; 4] 
         (a, b) = (a - ((h_sq * b) >> QFRAC), a + b);
     }
     let t = turn(q, h);
-    [0, 1, 2, 3].map(|i| (a * q[i] + b * t[i]) >> QFRAC)
+    // Spelled out rather than `array::map`, which is not always inlined here.
+    [
+        (a * q[0] + b * t[0]) >> QFRAC,
+        (a * q[1] + b * t[1]) >> QFRAC,
+        (a * q[2] + b * t[2]) >> QFRAC,
+        (a * q[3] + b * t[3]) >> QFRAC,
+    ]
+}
+
+/// The quaternion with the rebuilt largest component `l` at index `largest` (0..=3) and the smallest three in
+/// order around it. Chosen without branches: the index is as random as the orientations, so a jump table on it
+/// mispredicts about every other call.
+#[inline(always)]
+fn place_largest(largest: u8, l: i64, [a, b, c]: [i64; 3]) -> [i64; 4] {
+    use std::hint::select_unpredictable as pick;
+    [
+        pick(largest == 0, l, a),
+        pick(largest == 1, l, pick(largest == 0, a, b)),
+        pick(largest == 2, l, pick(largest < 2, b, c)),
+        pick(largest == 3, l, c),
+    ]
+}
+
+/// The index of the first component of `q` with the largest magnitude, that component's sign, and the other
+/// three in order: smallest-three's split, without branches (see [`place_largest`]).
+#[inline(always)]
+fn split_largest(q: [i64; 4]) -> (usize, i64, [i64; 3]) {
+    use std::hint::select_unpredictable as pick;
+    let (mut largest, mut value) = (0usize, q[0]);
+    for (i, &c) in q.iter().enumerate().skip(1) {
+        let larger = c.abs() > value.abs();
+        largest = pick(larger, i, largest);
+        value = pick(larger, c, value);
+    }
+    let [x, y, z, s] = q;
+    let rest = [
+        pick(largest == 0, y, x),
+        pick(largest <= 1, z, y),
+        pick(largest <= 2, s, z),
+    ];
+    (largest, if value < 0 { -1 } else { 1 }, rest)
 }
 
 /// `a / b` for `a >= 0` and `b > 0`, rounded down: exactly the integer quotient. A floating-point estimate (a
