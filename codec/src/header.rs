@@ -4,8 +4,10 @@ use crate::error::CodecError;
 use crate::seq::seq_newer;
 use crate::stream::{Ctx, Stream};
 
-/// Wire format version; a peer speaking another version is rejected.
-pub const PROTOCOL_VERSION: u8 = 1;
+/// Wire format version; a peer speaking another version is rejected. Raised whenever a peer of the earlier
+/// version would read a packet differently: 2 predicts rotations in floating point (`predict`), which rounds
+/// some predictions differently from version 1's fixed point.
+pub const PROTOCOL_VERSION: u8 = 2;
 
 /// Header size in bytes: protocol id (2), version (1), back end and packet type (1), sequence (2), ack (2),
 /// ack bits (4). The header is always bit-packed so that a reader can learn the back end before the payload.
