@@ -1576,12 +1576,22 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
             // range coder's plan has no bits to carry (kept apart, its plan moves no more than the plan itself).
             let (decision, gap, packed) = match base {
                 Some(b) if self.packing => {
-                    let (decision, gap, bits) =
-                        plan_changed_for_packing(config, &state, &b.state, prediction.as_ref())?;
-                    let packed = bits.map_or(NOT_PACKED, |bits| {
-                        self.packed.push(bits);
-                        self.packed.len() as u32 - 1
-                    });
+                    // Worked out in their slot, which goes again when the plan has none.
+                    let at = self.packed.len();
+                    self.packed.push(PackedBits::default());
+                    let (decision, gap, written) = plan_changed_for_packing(
+                        config,
+                        &state,
+                        &b.state,
+                        prediction.as_ref(),
+                        &mut self.packed[at],
+                    )?;
+                    let packed = if written {
+                        at as u32
+                    } else {
+                        self.packed.truncate(at);
+                        NOT_PACKED
+                    };
                     (decision, gap, packed)
                 }
                 _ => {
@@ -3662,12 +3672,18 @@ mod tests {
                 });
                 values.push(*now);
                 let mut packed = NOT_PACKED;
+                let mut bits = PackedBits::default();
                 if with_base
                     && *now != base.state
                     && rng.random_bool(0.5)
-                    && let (planned, _, Some(bits)) =
-                        plan_changed_for_packing(&config, now, &base.state, prediction.as_ref())
-                            .unwrap()
+                    && let (planned, _, true) = plan_changed_for_packing(
+                        &config,
+                        now,
+                        &base.state,
+                        prediction.as_ref(),
+                        &mut bits,
+                    )
+                    .unwrap()
                 {
                     assert_eq!(planned, decision);
                     packed_bits.push(bits);
