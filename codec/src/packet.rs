@@ -1543,13 +1543,16 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                     return Ok(Some((Entry::unchanged(id, sequence, b), 1)));
                 }
             }
-            let Some(state) = (self.state_of)(id) else {
+            // Borrowed where it was drawn, not moved out of its option: the move copied the state's bytes after the
+            // option's niche in overlapping pieces, and reading them back stalled on store forwarding.
+            let drawn = (self.state_of)(id);
+            let Some(state) = drawn.as_ref() else {
                 continue;
             };
             self.taken[word] |= bit;
             let base = self.baselines.baseline(id, sequence);
             if let Some(b) = base
-                && b.state == state
+                && b.state == *state
             {
                 return Ok(Some((Entry::unchanged(id, sequence, b), 1)));
             }
@@ -1581,7 +1584,7 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                     self.packed.push(PackedBits::default());
                     let (decision, gap, written) = plan_changed_for_packing(
                         config,
-                        &state,
+                        state,
                         &b.state,
                         prediction.as_ref(),
                         &mut self.packed[at],
@@ -1597,7 +1600,7 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                 _ => {
                     let (decision, gap) = plan_with_residual_gap(
                         config,
-                        &state,
+                        state,
                         base.map(|b| &b.state),
                         prediction.as_ref(),
                     )?;
@@ -1629,7 +1632,7 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                 run: 0,
                 packed,
             };
-            values.push(state);
+            values.push(*state);
             return Ok(Some((entry, decision.bits + history_bits)));
         }
         Ok(None)
