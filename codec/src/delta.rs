@@ -290,13 +290,14 @@ pub trait DeltaState: Copy + PartialEq + Default {
     /// working out of its fields. Also gives how far apart the two residuals' sizes lie, as [`plan`] finds them
     /// (for the range coder's pricing). `None` where the type has no such pass (the default) or it does not serve
     /// this entry: the general plan and writer take it. An override must give exactly the general plan, gap and
-    /// bits.
+    /// bits. The bits go into `out`, empty when it is called (left as it may be when the plan has none).
     #[inline]
     fn plan_packed(
         _config: &Self::Config,
         _value: &Self,
         _baseline: &Self,
         _prediction: Option<&Self>,
+        _out: &mut PackedBits,
     ) -> Option<PackedPlan> {
         None
     }
@@ -470,9 +471,11 @@ pub(crate) fn choose_changed_path<T: DeltaState>(
 }
 
 /// What [`DeltaState::plan_packed`] gives: the plan, how far apart the two residuals' bit-packed sizes lie (when
-/// both were sized), and, when the plan is a residual, the bits the bit-packing writer writes for the entry after
-/// its unchanged flag.
-pub type PackedPlan = (DeltaPlan, Option<u64>, Option<PackedBits>);
+/// both were sized), and whether the bits the bit-packing writer writes for the entry after its unchanged flag
+/// (when the plan is a residual) went into the caller's [`PackedBits`]. Written there in place, not returned: a
+/// returned `PackedBits`, stored field by field and then copied out in wider loads, stalled the writer on each
+/// changed entry.
+pub type PackedPlan = (DeltaPlan, Option<u64>, bool);
 
 /// [`plan_with_residual_gap`] of an entry that differs from `base` for the bit-packing writer: through
 /// [`DeltaState::plan_packed`] where the type serves it, with the entry's bits worked out in the same pass.
@@ -482,14 +485,15 @@ pub(crate) fn plan_changed_for_packing<T: DeltaState>(
     value: &T,
     base: &T,
     prediction: Option<&T>,
+    out: &mut PackedBits,
 ) -> Result<PackedPlan, CodecError> {
     if prediction != Some(value)
-        && let Some(planned) = T::plan_packed(config, value, base, prediction)
+        && let Some(planned) = T::plan_packed(config, value, base, prediction, out)
     {
         return Ok(planned);
     }
     plan_with_residual_gap(config, value, Some(base), prediction)
-        .map(|(plan, gap)| (plan, gap, None))
+        .map(|(plan, gap)| (plan, gap, false))
 }
 
 /// The prediction an entry is coded against, as the packet layer hands it to [`serialize_entry_lazy`].

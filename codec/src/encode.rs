@@ -1662,8 +1662,9 @@ impl DeltaState for ObjectState {
         value: &Self,
         baseline: &Self,
         prediction: Option<&Self>,
+        out: &mut crate::bitpack::PackedBits,
     ) -> Option<crate::delta::PackedPlan> {
-        packed::plan_packed(config, value, baseline, prediction)
+        packed::plan_packed(config, value, baseline, prediction, out)
     }
 
     /// The tags and the residual in one pass on a stream that ignores contexts (see [`packed::read_changed`]).

@@ -1543,13 +1543,16 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                     return Ok(Some((Entry::unchanged(id, sequence, b), 1)));
                 }
             }
-            let Some(state) = (self.state_of)(id) else {
+            // Borrowed where it was drawn, not moved out of its option: the move copied the state's bytes after the
+            // option's niche in overlapping pieces, and reading them back stalled on store forwarding.
+            let drawn = (self.state_of)(id);
+            let Some(state) = drawn.as_ref() else {
                 continue;
             };
             self.taken[word] |= bit;
             let base = self.baselines.baseline(id, sequence);
             if let Some(b) = base
-                && b.state == state
+                && b.state == *state
             {
                 return Ok(Some((Entry::unchanged(id, sequence, b), 1)));
             }
@@ -1576,18 +1579,28 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
             // range coder's plan has no bits to carry (kept apart, its plan moves no more than the plan itself).
             let (decision, gap, packed) = match base {
                 Some(b) if self.packing => {
-                    let (decision, gap, bits) =
-                        plan_changed_for_packing(config, &state, &b.state, prediction.as_ref())?;
-                    let packed = bits.map_or(NOT_PACKED, |bits| {
-                        self.packed.push(bits);
-                        self.packed.len() as u32 - 1
-                    });
+                    // Worked out in their slot, which goes again when the plan has none.
+                    let at = self.packed.len();
+                    self.packed.push(PackedBits::default());
+                    let (decision, gap, written) = plan_changed_for_packing(
+                        config,
+                        state,
+                        &b.state,
+                        prediction.as_ref(),
+                        &mut self.packed[at],
+                    )?;
+                    let packed = if written {
+                        at as u32
+                    } else {
+                        self.packed.truncate(at);
+                        NOT_PACKED
+                    };
                     (decision, gap, packed)
                 }
                 _ => {
                     let (decision, gap) = plan_with_residual_gap(
                         config,
-                        &state,
+                        state,
                         base.map(|b| &b.state),
                         prediction.as_ref(),
                     )?;
@@ -1619,7 +1632,7 @@ impl<'b, T: DeltaState, F: FnMut(u16) -> Option<T>, V: Revisions> Candidates<'_,
                 run: 0,
                 packed,
             };
-            values.push(state);
+            values.push(*state);
             return Ok(Some((entry, decision.bits + history_bits)));
         }
         Ok(None)
@@ -3662,12 +3675,18 @@ mod tests {
                 });
                 values.push(*now);
                 let mut packed = NOT_PACKED;
+                let mut bits = PackedBits::default();
                 if with_base
                     && *now != base.state
                     && rng.random_bool(0.5)
-                    && let (planned, _, Some(bits)) =
-                        plan_changed_for_packing(&config, now, &base.state, prediction.as_ref())
-                            .unwrap()
+                    && let (planned, _, true) = plan_changed_for_packing(
+                        &config,
+                        now,
+                        &base.state,
+                        prediction.as_ref(),
+                        &mut bits,
+                    )
+                    .unwrap()
                 {
                     assert_eq!(planned, decision);
                     packed_bits.push(bits);

@@ -215,6 +215,7 @@ pub(super) fn plan_packed(
     value: &ObjectState,
     base: &ObjectState,
     prediction: Option<&ObjectState>,
+    out: &mut PackedBits,
 ) -> Option<PackedPlan> {
     if config.pose_only || !body_fits(config, &value.body) {
         return None;
@@ -229,28 +230,27 @@ pub(super) fn plan_packed(
         against_baseline.map(|r| r.bits),
     )?;
     if plan.path == DeltaPath::Absolute {
-        return Some((plan, gap, None));
+        return Some((plan, gap, false));
     }
     // The tags and the residual as `write_changed` writes them: the perfect-prediction flag (0) and the path tag in
     // three bits with a prediction, the path tag less one in one bit without.
-    let mut out = PackedBits::default();
     match (plan.path, prediction) {
         (DeltaPath::PredictionError, Some(p)) => {
             out.push_fitting(0, 3).ok()?;
             let flip = flips(&p.body, Some(&base.body));
-            against_prediction?.write(&mut out, config, value, p, flip)
+            against_prediction?.write(out, config, value, p, flip)
         }
         (_, Some(_)) => {
             out.push_fitting(1, 3).ok()?;
-            against_baseline?.write(&mut out, config, value, base, ([false; 3], [false; 3]))
+            against_baseline?.write(out, config, value, base, ([false; 3], [false; 3]))
         }
         (_, None) => {
             out.push_fitting(0, 1).ok()?;
-            against_baseline?.write(&mut out, config, value, base, ([false; 3], [false; 3]))
+            against_baseline?.write(out, config, value, base, ([false; 3], [false; 3]))
         }
     }
     .ok()?;
-    Some((plan, gap, Some(out)))
+    Some((plan, gap, true))
 }
 
 /// A body's residual against one reference as [`plan_packed`] sizes it: each vector's bucket, not its components
@@ -1041,20 +1041,22 @@ mod tests {
             prop_assume!(value != base && prediction != Some(&value));
             for config in configs() {
                 let general = plan_with_residual_gap(&config, &value, Some(&base), prediction);
-                let Some((plan, gap, bits)) = plan_packed(&config, &value, &base, prediction) else {
+                let mut bits = PackedBits::default();
+                let Some((plan, gap, written_bits)) =
+                    plan_packed(&config, &value, &base, prediction, &mut bits)
+                else {
                     continue;
                 };
                 prop_assert_eq!(Ok((plan, gap)), general);
                 let mut written = BitWriteStream::new();
                 write_changed_generic(&mut written, &config, &value, plan.path, &base, prediction).unwrap();
-                match bits {
-                    Some(bits) => {
-                        let mut replayed = BitWriteStream::new();
-                        replayed.put_packed(&bits).unwrap();
-                        prop_assert_eq!(replayed.bits_written(), written.bits_written());
-                        prop_assert_eq!(replayed.finish(), written.finish());
-                    }
-                    None => prop_assert_eq!(plan.path, DeltaPath::Absolute),
+                if written_bits {
+                    let mut replayed = BitWriteStream::new();
+                    replayed.put_packed(&bits).unwrap();
+                    prop_assert_eq!(replayed.bits_written(), written.bits_written());
+                    prop_assert_eq!(replayed.finish(), written.finish());
+                } else {
+                    prop_assert_eq!(plan.path, DeltaPath::Absolute);
                 }
             }
         }
