@@ -572,20 +572,20 @@ impl<T: Copy> ReceiveHistory<T> {
         let (Some(tags), Some(states)) = (block.tags.0.get(k..=l), block.states.get(k..=l)) else {
             return Err(first);
         };
-        // A slot's tag names a sequence of the slot only when it holds a state, so equality is enough.
-        if let Some(missing) = tags.iter().position(|t| t.sequence != sequence) {
-            return Err(first + missing as u16);
-        }
-        if kept < j {
-            return Err(kept as u16 + 1);
-        }
         // Written in place, a field at a time, into room made for them: states collected as new pairs went through
         // a temporary on the stack, whose wide loads stalled on the narrow stores just made to it, and room made as
-        // defaults cost a store of each default.
+        // defaults cost a store of each default. Each tag is checked in the same loop, before its state is written:
+        // a run's length is data, and a loop of its own to check the tags first cost a second loop exit a run, each
+        // as hard to predict as the other. What was written before a missing state is left beyond the length, so
+        // nothing is appended.
         out.reserve(states.len());
         let mut id = first;
         let mut written = 0;
-        for (to, state) in out.spare_capacity_mut().iter_mut().zip(states) {
+        for ((to, tag), state) in out.spare_capacity_mut().iter_mut().zip(tags).zip(states) {
+            // A slot's tag names a sequence of the slot only when it holds a state, so equality is enough.
+            if tag.sequence != sequence {
+                return Err(id);
+            }
             let to = to.as_mut_ptr();
             // SAFETY: `to` points to one element of the vector's spare capacity, valid for writes; its fields are
             // written through raw pointers, so nothing reads or drops what the memory held.
@@ -595,6 +595,9 @@ impl<T: Copy> ReceiveHistory<T> {
             }
             id = id.wrapping_add(1);
             written += 1;
+        }
+        if kept < j {
+            return Err(kept as u16 + 1);
         }
         // SAFETY: the `written` elements after the length were initialized above.
         unsafe { out.set_len(out.len() + written) };

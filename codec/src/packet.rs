@@ -2195,7 +2195,15 @@ fn read_section_entries<S: EntrySource, T: DeltaState>(
         // last, unchanged. Read at once, it is its baseline; so is each entry after it that is four one bits too,
         // read in this inner loop (a run of them is most of a section).
         let next = previous.map_or(0, |p| i32::from(p) + 1);
-        if !S::CONTEXTS && previous_offset != 0 && next <= link.max_id() && s.take_ones(4) {
+        // The next four flags, looked at once for both of the commonest entries (this one and the changed one below)
+        // where either may come; `None` on a stream that cannot look ahead, which reads every entry flag by flag.
+        let flags = if !S::CONTEXTS && previous_offset != 0 && next <= link.max_id() {
+            s.peek(4)
+        } else {
+            None
+        };
+        if flags == Some(0b1111) {
+            s.skip(4);
             let named = sequence.wrapping_sub(previous_offset);
             // The entries after it that continue the run, up to the link's last id and within the count: their
             // flags are taken at once, then their baselines a block of the history at a time.
@@ -2228,12 +2236,8 @@ fn read_section_entries<S: EntrySource, T: DeltaState>(
         }
         // The commonest changed entry of a bit-packed section, its flags 1110: the next id, a baseline at the offset
         // named last, changed. Its flags read at once, it is read as any changed entry below.
-        if !S::CONTEXTS
-            && !T::uses_history(config)
-            && previous_offset != 0
-            && next <= link.max_id()
-            && s.take_pattern(0b1110, 4)
-        {
+        if !T::uses_history(config) && flags == Some(0b1110) {
+            s.skip(4);
             let id = next as u16;
             previous = Some(id);
             previous_gap_length = 0;
@@ -3986,8 +3990,8 @@ mod tests {
         (at_once, flagwise)
     }
 
-    /// A bit-packing reader that reads every flag on its own: it keeps the defaults of [`Stream::take_ones`] and
-    /// [`Stream::take_pattern`].
+    /// A bit-packing reader that reads every flag on its own: it keeps the defaults of [`Stream::peek`] (which
+    /// shows nothing) and [`Stream::take_ones_repeated`].
     struct Flagwise<'a>(BitReadStream<'a>);
 
     impl EntrySource for Flagwise<'_> {}

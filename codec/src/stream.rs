@@ -100,24 +100,14 @@ pub trait Stream {
     /// that codes under contexts and cannot look ahead).
     #[inline(always)]
     fn take_ones(&mut self, bits: u32) -> bool {
-        self.take_pattern(u32::MAX, bits)
-    }
-
-    /// Reads the next `bits` bits (1..=32) if they are `pattern`, and says whether it did: [`Stream::take_ones`] for
-    /// another run of flags (a reader's commonest changed entry), through [`Stream::peek`] and [`Stream::skip`].
-    #[inline(always)]
-    fn take_pattern(&mut self, pattern: u32, bits: u32) -> bool {
         if !(1..=32).contains(&bits) {
             return false;
         }
-        let mask = (1u64 << bits) - 1;
-        let same = self
-            .peek(bits)
-            .is_some_and(|next| next == u64::from(pattern) & mask);
-        if same {
+        let ones = self.peek(bits).is_some_and(|next| next == (1 << bits) - 1);
+        if ones {
             self.skip(bits);
         }
-        same
+        ones
     }
 
     /// The next `bits` bits (1..=56), right-aligned, without reading them; `None` when fewer are left, or for a
