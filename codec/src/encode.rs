@@ -848,8 +848,8 @@ fn dropped_component(quant: &QuantConfig, r: &QuantizedRotation) -> i64 {
     let [a, b, c] = r.components;
     let (a, b, c) = (i64::from(a), i64::from(b), i64::from(c));
     let square = (2 * max * max - (a * a + b * b + c * c)).max(0);
-    // The predictor's integer root: exact like the standard library's, at a fraction of its cost.
-    let mut dropped = crate::predict::isqrt(square as u64) as i64;
+    // Exact like the standard library's integer root, at a fraction of its cost.
+    let mut dropped = crate::quant::isqrt(square as u64) as i64;
     if (dropped + 1) * (dropped + 1) - square < square - dropped * dropped {
         dropped += 1;
     }

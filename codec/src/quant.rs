@@ -286,6 +286,32 @@ impl Default for QuantConfig {
     }
 }
 
+/// The integer square root (the floor of the exact root), for rebuilding a smallest-three rotation's dropped
+/// component where both ends of a link must agree exactly. A floating-point estimate is corrected with integer
+/// comparisons, so the result is exact and identical everywhere. Below 2^62 the estimate is off by at most one,
+/// so a single comparison each way settles it; larger inputs take the general loops.
+#[inline]
+pub(crate) fn isqrt(x: u64) -> u64 {
+    if x < 1 << 62 {
+        // Signed conversions are single instructions; r <= 2^31, so neither square overflows.
+        let mut r = ((x as i64) as f64).sqrt() as i64 as u64;
+        if r * r > x {
+            r -= 1;
+        } else if (r + 1) * (r + 1) <= x {
+            r += 1;
+        }
+        return r;
+    }
+    let mut r = (x as f64).sqrt() as u64;
+    while r > 0 && r.checked_mul(r).is_none_or(|sq| sq > x) {
+        r -= 1;
+    }
+    while (r + 1).checked_mul(r + 1).is_some_and(|sq| sq <= x) {
+        r += 1;
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,6 +397,46 @@ mod tests {
             let dot: f32 = q.iter().zip(back.iter()).map(|(a, b)| a * b).sum::<f32>().abs();
             // 9 bits: a step of about 0.0028 per component; the rotation error stays well under one degree.
             prop_assert!(dot > 0.9999, "dot {dot}");
+        }
+    }
+
+    #[test]
+    fn integer_square_root_is_exact() {
+        for x in [
+            0u64,
+            1,
+            2,
+            3,
+            4,
+            15,
+            16,
+            17,
+            u64::from(u32::MAX),
+            (1 << 56) + 12345,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let r = isqrt(x);
+            assert!(u128::from(r) * u128::from(r) <= u128::from(x));
+            assert!(u128::from(r + 1) * u128::from(r + 1) > u128::from(x), "{x}");
+        }
+    }
+
+    #[test]
+    fn the_integer_square_root_from_a_floating_estimate_is_exact() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        for _ in 0..200_000 {
+            let r = rng.random_range(0..1u64 << 31);
+            for x in [r * r, (r * r).saturating_sub(1), r * r + r, r * r + 2 * r] {
+                assert_eq!(isqrt(x), x.isqrt(), "isqrt {x}");
+            }
+            let shift = rng.random_range(0..64);
+            let x = rng.random::<u64>() >> shift;
+            assert_eq!(isqrt(x), x.isqrt(), "isqrt {x}");
+        }
+        for x in [(1u64 << 62) - 1, 1 << 62, (1 << 62) + 1, u64::MAX] {
+            assert_eq!(isqrt(x), x.isqrt());
         }
     }
 }
