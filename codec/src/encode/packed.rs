@@ -943,6 +943,25 @@ mod tests {
         ]
     }
 
+    /// A reader and its generic oracle run on the same bytes from the same starting state agree: the same result
+    /// and, where they read, the same state and the same bits left.
+    fn same_reads<R: PartialEq + std::fmt::Debug>(
+        bytes: &[u8],
+        start: ObjectState,
+        fast: impl FnOnce(&mut BitReadStream<'_>, &mut ObjectState) -> Result<R, CodecError>,
+        slow: impl FnOnce(&mut BitReadStream<'_>, &mut ObjectState) -> Result<R, CodecError>,
+    ) -> Result<(), TestCaseError> {
+        let (mut a, mut b) = (start, start);
+        let (mut ra, mut rb) = (BitReadStream::new(bytes), BitReadStream::new(bytes));
+        let (fast, slow) = (fast(&mut ra, &mut a), slow(&mut rb, &mut b));
+        prop_assert_eq!(&fast, &slow);
+        if slow.is_ok() {
+            prop_assert_eq!(a, b);
+            prop_assert_eq!(ra.bits_left(), rb.bits_left());
+        }
+        Ok(())
+    }
+
     /// The generic residual on `s`, as it codes without contexts.
     fn generic<S: Stream>(
         s: &mut S,
@@ -1083,15 +1102,12 @@ mod tests {
                     Err(_) => garbage.clone(),
                 };
                 for bytes in [bytes.clone(), { bytes.truncate(cut); bytes }, garbage.clone()] {
-                    let (mut a, mut b) = (written, written);
-                    let (mut ra, mut rb) = (BitReadStream::new(&bytes), BitReadStream::new(&bytes));
-                    let fast = read_changed(&mut ra, &config, &mut a, &base, frames);
-                    let slow = read_changed_generic(&mut rb, &config, &mut b, &base, frames);
-                    prop_assert_eq!(&fast, &slow);
-                    if slow.is_ok() {
-                        prop_assert_eq!(a, b);
-                        prop_assert_eq!(ra.bits_left(), rb.bits_left());
-                    }
+                    same_reads(
+                        &bytes,
+                        written,
+                        |r, v| read_changed(r, &config, v, &base, frames),
+                        |r, v| read_changed_generic(r, &config, v, &base, frames),
+                    )?;
                 }
             }
         }
@@ -1105,15 +1121,12 @@ mod tests {
         ) {
             let baseline = predicted.then_some(&baseline.body);
             for config in configs() {
-                let (mut a, mut b) = (ObjectState::default(), ObjectState::default());
-                let (mut ra, mut rb) = (BitReadStream::new(&bytes), BitReadStream::new(&bytes));
-                let fast = object_residual(&mut ra, &config, &mut a, &reference, baseline);
-                let slow = generic(&mut rb, &config, &mut b, &reference, baseline);
-                prop_assert_eq!(&fast, &slow);
-                if slow.is_ok() {
-                    prop_assert_eq!(a, b);
-                    prop_assert_eq!(ra.bits_left(), rb.bits_left());
-                }
+                same_reads(
+                    &bytes,
+                    ObjectState::default(),
+                    |r, v| object_residual(r, &config, v, &reference, baseline),
+                    |r, v| generic(r, &config, v, &reference, baseline),
+                )?;
             }
         }
 
@@ -1167,15 +1180,12 @@ mod tests {
                 } else {
                     bytes.clone()
                 };
-                let (mut a, mut b) = (ObjectState::default(), ObjectState::default());
-                let (mut ra, mut rb) = (BitReadStream::new(&bytes), BitReadStream::new(&bytes));
-                let fast = object_residual(&mut ra, &config, &mut a, &reference, None);
-                let slow = generic(&mut rb, &config, &mut b, &reference, None);
-                prop_assert_eq!(&fast, &slow);
-                if slow.is_ok() {
-                    prop_assert_eq!(a, b);
-                    prop_assert_eq!(ra.bits_left(), rb.bits_left());
-                }
+                same_reads(
+                    &bytes,
+                    ObjectState::default(),
+                    |r, v| object_residual(r, &config, v, &reference, None),
+                    |r, v| generic(r, &config, v, &reference, None),
+                )?;
             }
         }
     }
