@@ -365,7 +365,10 @@ fn keep_older<T: Copy>(older: &mut [Option<Baseline<T>>; OLDER_KEPT], state: Bas
 /// A datagram's lookups so walk each slot's blocks forward, several entries a block, instead of missing a line, and
 /// often a page, per entry in per-object storage of the whole window. A block is allocated at the first store into
 /// it, so a link that sends a few objects holds a few blocks per slot, not whole rows of the scene.
-#[derive(Debug, Clone)]
+///
+/// A copy taken again and again into the same history ([`Clone::clone_from`]) reuses its blocks: a receiver that
+/// validates a section against a scratch copy before storing it allocates nothing a datagram once the copy has them.
+#[derive(Debug)]
 pub struct ReceiveHistory<T> {
     /// Slot `s`, block `b` at `s * blocks + b`, allocated at its first store. Slot `s` of an object holds a state
     /// exactly when its tag's sequence is `s` modulo the window: an empty slot's tag names a sequence that cannot
@@ -379,12 +382,30 @@ pub struct ReceiveHistory<T> {
     newest: Vec<Option<u16>>,
 }
 
+impl<T: Copy> Clone for ReceiveHistory<T> {
+    fn clone(&self) -> Self {
+        Self {
+            slots: self.slots.clone(),
+            blocks: self.blocks,
+            newest: self.newest.clone(),
+        }
+    }
+
+    /// Copies `source` into the blocks this history already has where `source` has one at the same place (a
+    /// block's `clone_from` through its box), allocating only the others.
+    fn clone_from(&mut self, source: &Self) {
+        self.slots.clone_from(&source.slots);
+        self.blocks = source.blocks;
+        self.newest.clone_from(&source.newest);
+    }
+}
+
 /// Neighbouring object ids whose states in one slot share an allocation (see [`ReceiveHistory`]): their 16 tags
 /// fill one cache line.
 pub const HISTORY_BLOCK: usize = 16;
 
 /// One slot's tags and states of [`HISTORY_BLOCK`] neighbouring objects.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 #[repr(C)]
 struct Block<T> {
     tags: CacheLine<[SlotTag; HISTORY_BLOCK]>,

@@ -120,3 +120,35 @@ fn a_steady_bit_packed_link_allocates_only_what_it_hands_back() {
         "allocations of one encode and one decode"
     );
 }
+
+#[test]
+fn a_history_copied_again_into_the_same_copy_allocates_nothing() {
+    // A scratch copy of a receive history taken before each datagram (to validate a section without storing it,
+    // or to decode against the same history again and again) reuses the copy's blocks once it has them.
+    let quant = QuantConfig::default();
+    let mut history = ReceiveHistory::new(40);
+    for seq in 1..200u16 {
+        for id in (0..40).filter(|id| (id + seq).is_multiple_of(3)) {
+            history.insert(id, seq, seq, state(&quant, id, seq));
+        }
+    }
+    let mut copy = history.clone();
+    for seq in 200..210u16 {
+        history.insert(seq % 40, seq, seq, state(&quant, seq % 40, seq));
+        let (allocations, ()) = counted(|| copy.clone_from(&history));
+        assert_eq!(
+            allocations, 0,
+            "copying the history again after packet {seq}"
+        );
+        for id in 0..40 {
+            for back in 0..300u16 {
+                let s = seq.wrapping_sub(back);
+                assert_eq!(
+                    copy.get(id, s),
+                    history.get(id, s),
+                    "object {id}, packet {s}"
+                );
+            }
+        }
+    }
+}

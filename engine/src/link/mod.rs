@@ -181,6 +181,9 @@ pub struct StateLink {
     avatars_sent: AckTracker<TimedAvatar>,
     objects_received: ReceiveHistory<ObjectState>,
     avatars_received: ReceiveHistory<TimedAvatar>,
+    /// A copy of `avatars_received` a datagram's avatar section is read into first, so that a bad datagram stores
+    /// nothing; kept from one datagram to the next, so that copying into it again reuses its blocks.
+    avatars_scratch: ReceiveHistory<TimedAvatar>,
     /// Per object: the newest packet (widened) it arrived in; stale ones are forgotten.
     newest_object: Ages,
     /// Per player: the newest packet (widened) its avatar arrived in.
@@ -235,6 +238,7 @@ impl StateLink {
             avatars_sent: AckTracker::new(players),
             objects_received: ReceiveHistory::new(max_objects),
             avatars_received: ReceiveHistory::new(players),
+            avatars_scratch: ReceiveHistory::new(players),
             newest_object: Ages::new(usize::from(max_objects)),
             newest_avatar: Ages::new(MAX_PLAYERS),
             newest_received: None,
@@ -455,8 +459,8 @@ impl StateLink {
         }
         let config = self.settings.state;
         // Validate the avatar section against a scratch copy so that a bad datagram stores nothing.
-        let mut avatar_history = self.avatars_received.clone();
-        let (frame, avatars) = reader.read_section(&config, &mut avatar_history)?;
+        self.avatars_scratch.clone_from(&self.avatars_received);
+        let (frame, avatars) = reader.read_section(&config, &mut self.avatars_scratch)?;
         if let Some(&(id, _)) = avatars
             .iter()
             .find(|(id, a)| usize::from(*id) >= MAX_PLAYERS || *id != u16::from(a.state.player))
@@ -465,7 +469,7 @@ impl StateLink {
         }
         let (_, objects) = reader.read_section(&config, &mut self.objects_received)?;
         reader.finish()?;
-        self.avatars_received = avatar_history;
+        std::mem::swap(&mut self.avatars_received, &mut self.avatars_scratch);
         Ok((
             header,
             ReceivedUpdate {
