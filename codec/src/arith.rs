@@ -138,7 +138,8 @@ fn flat_priors() -> &'static [u16] {
 const PRIOR_MIN: u16 = 32;
 
 /// Model tables no longer in use on this thread, reset and handed to the next stream: a sender or receiver
-/// codes a datagram after another, and the table (about 50 KB) is taken from here instead of the allocator.
+/// codes a datagram after another, and the table (164 KiB: 318 contexts of 264 two-byte models) is taken from
+/// here instead of the allocator.
 const POOLED_TABLES: usize = 4;
 
 thread_local! {
