@@ -1061,11 +1061,17 @@ impl PacketWriter {
                     let Some((entry, own)) = candidates.next(&mut values)? else {
                         break;
                     };
-                    let (marginal, after) = chosen.marginal_bits_from(&link, last, &entry, own);
-                    let grown = chosen.total + marginal;
+                    let next_to_last =
+                        last.and_then(|l| chosen.marginal_bits_after(&link, &l, &entry, own));
+                    let grown = chosen.total
+                        + next_to_last.unwrap_or_else(|| chosen.marginal_bits(&link, &entry, own));
                     if grown <= room_bits {
                         let (id, offset) = (entry.id, entry.offset);
                         chosen.insert(entry, own, grown);
+                        let after = match (next_to_last, last) {
+                            (Some(_), Some(l)) => l.after,
+                            _ => chosen.after(id),
+                        };
                         let mut l = Last { id, offset, after };
                         misses = 0;
                         // The entries known unchanged that continue this one, as the loop above would take them: each
@@ -1172,14 +1178,21 @@ impl PacketWriter {
                                 }
                             },
                         };
-                        let (marginal, after) = chosen.marginal_bits_from(&link, last, &entry, own);
-                        let grown = chosen.total + marginal;
+                        let next_to_last =
+                            last.and_then(|l| chosen.marginal_bits_after(&link, &l, &entry, own));
+                        let grown = chosen.total
+                            + next_to_last
+                                .unwrap_or_else(|| chosen.marginal_bits(&link, &entry, own));
                         if grown as f64 > target && !chosen.is_empty() {
                             pending.push((entry, own));
                             break;
                         }
                         let (id, offset) = (entry.id, entry.offset);
                         chosen.insert(entry, own, grown);
+                        let after = match (next_to_last, last) {
+                            (Some(_), Some(l)) => l.after,
+                            _ => chosen.after(id),
+                        };
                         let mut l = Last { id, offset, after };
                         // The entries known unchanged that continue this one, as this loop would take them: none
                         // is pending (those are drawn first), and each is checked against the pass's bounds.
@@ -1839,45 +1852,20 @@ impl<'b, T: Copy> Selection<'b, T> {
         None
     }
 
-    /// Bits the section grows by with `entry` (of `own` bits) in it, by [`Selection::marginal_bits_after`] where it
-    /// continues the run after `last` (the entry inserted last, if nothing else changed the selection since) and
-    /// by [`Selection::marginal_bits_and_after`] otherwise, and the smallest chosen id after it ([`Last::after`]
-    /// once it is inserted): found on the way, not by a second walk of the bitmap.
+    /// Bits the section grows by with `entry` (of `own` bits) in it: its own size, its id gap and baseline fields,
+    /// and the change to the id gap of the entry after it and to the baseline fields of the first entry after it
+    /// that names a baseline (the entries between name none, which costs the same whatever came before).
     // Always inlined into the selection loops, as `insert`: called for every candidate, where a call's overhead
     // was about half its cost.
     #[inline(always)]
-    fn marginal_bits_from(
-        &self,
-        link: &LinkConfig,
-        last: Option<Last>,
-        entry: &Entry<'b, T>,
-        own: u64,
-    ) -> (u64, Option<u16>) {
-        match last.and_then(|l| Some((self.marginal_bits_after(link, &l, entry, own)?, l.after))) {
-            Some(found) => found,
-            None => self.marginal_bits_and_after(link, entry, own),
-        }
-    }
-
-    /// Bits the section grows by with `entry` (of `own` bits) in it: its own size, its id gap and baseline fields,
-    /// and the change to the id gap of the entry after it and to the baseline fields of the first entry after it
-    /// that names a baseline (the entries between name none, which costs the same whatever came before). With the
-    /// smallest chosen id after `entry`'s, which it finds on the way.
-    #[inline(always)]
-    fn marginal_bits_and_after(
-        &self,
-        link: &LinkConfig,
-        entry: &Entry<'b, T>,
-        own: u64,
-    ) -> (u64, Option<u16>) {
+    fn marginal_bits(&self, link: &LinkConfig, entry: &Entry<'b, T>, own: u64) -> u64 {
         let before = self.before(entry.id);
         let first = before.map_or(0, |b| i32::from(b) + 1);
         let previous_offset = before.map_or(0, |b| self.offset_up_to(b));
         let mut bits = own
             + id_bits(link, i32::from(entry.id) - first)
             + offset_bits(entry.offset, previous_offset);
-        let after = self.after(entry.id);
-        if let Some(a) = after {
+        if let Some(a) = self.after(entry.id) {
             let mut old = id_bits(link, i32::from(a) - first);
             let mut new = id_bits(link, i32::from(a) - i32::from(entry.id) - 1);
             let new_previous = entry.offset.unwrap_or(previous_offset);
@@ -1889,10 +1877,10 @@ impl<'b, T: Copy> Selection<'b, T> {
             }
             bits = (bits + new).saturating_sub(old);
         }
-        (bits, after)
+        bits
     }
 
-    /// [`Selection::marginal_bits_and_after`] of an entry that continues a run after `last`, the entry inserted last: the
+    /// [`Selection::marginal_bits`] of an entry that continues a run after `last`, the entry inserted last: the
     /// next id, naming the same baseline offset. Its own bits, a one-bit id gap, the two-bit same-offset field, and
     /// the gap of the entry after it one shorter, with no walk of the bitmap: most of a datagram's unchanged
     /// entries come so. `None` for any other entry.
@@ -1908,7 +1896,7 @@ impl<'b, T: Copy> Selection<'b, T> {
         if last.offset != Some(offset) || u32::from(entry.id) != u32::from(last.id) + 1 {
             return None;
         }
-        // The id gap (none) and the same-offset field, as `marginal_bits_and_after` sizes them after `last`.
+        // The id gap (none) and the same-offset field, as `marginal_bits` sizes them after `last`.
         let mut bits = own + id_bits(link, 0) + offset_bits(Some(offset), offset);
         if let Some(a) = last.after {
             // `a` is the first chosen id after `last`, so after `entry` too (which is not chosen): `a > entry.id`.
@@ -3774,20 +3762,19 @@ mod tests {
                     packed: NOT_PACKED,
                 };
                 let own = rng.random_range(1..90);
-                let (general, after) = chosen.marginal_bits_and_after(&link, &entry, own);
+                let general = chosen.marginal_bits(&link, &entry, own);
                 let shortcut =
                     last.and_then(|l| chosen.marginal_bits_after(&link, &l, &entry, own));
                 if let Some(bits) = shortcut {
                     assert_eq!(bits, general, "entry {id} after {:?}", last.map(|l| l.id));
                     shortcuts += 1;
                 }
-                // The selection loops' way, shortcut or not: the same size, and the next chosen id as a walk of
-                // the bitmap finds it once the entry is in.
-                let from = chosen.marginal_bits_from(&link, last, &entry, own);
                 chosen.insert(entry, own, chosen.total + general);
-                assert_eq!(from, (general, chosen.after(id)), "entry {id}");
-                assert_eq!(after, chosen.after(id), "entry {id}");
-                last = Some(Last { id, offset, after });
+                last = Some(Last {
+                    id,
+                    offset,
+                    after: chosen.after(id),
+                });
             }
             if max_objects > 2 {
                 assert!(shortcuts >= 10, "{shortcuts} runs sized by the shortcut");
