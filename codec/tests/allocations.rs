@@ -2,53 +2,16 @@
 //! tables (candidates drawn, the selection's entries and id tables, the states and predictions) are the link's
 //! ack tracker's from one datagram to the next; the reader keeps no tables of its own (the receive history allocates
 //! a block of neighbouring ids in a slot at its first store, which a duplicate datagram finds in place). A counting
-//! global allocator (this test binary's own) counts the allocations of one steady-state encode and decode.
+//! global allocator counts the allocations of one steady-state encode and decode.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
+use physync_codec::alloc_count::{CountingAllocator, counted};
 use physync_codec::{
     AckTracker, Backend, BodyState, LinkConfig, ObjectState, PacketHeader, QuantConfig,
     ReceiveHistory, StateConfig, decode_packet, encode_packet,
 };
 
-/// The system allocator, counting the allocations made on each thread.
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is passed on to the system allocator unchanged; the count is a const-initialized thread-local
-// cell without a destructor, which itself never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|a| a.set(a.get() + 1));
-        // SAFETY: the caller's contract is `GlobalAlloc::alloc`'s, passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System` through `alloc` or `realloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|a| a.set(a.get() + 1));
-        // SAFETY: as `dealloc`, and `new_size` is the caller's, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
-
-/// Allocations `f` makes on this thread, and what it returns.
-fn counted<R>(f: impl FnOnce() -> R) -> (usize, R) {
-    let before = ALLOCATIONS.with(Cell::get);
-    let r = f();
-    (ALLOCATIONS.with(Cell::get) - before, r)
-}
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// Object `id`'s state in packet `seq`: one in five moves, the rest rest where they are.
 fn state(quant: &QuantConfig, id: u16, seq: u16) -> ObjectState {

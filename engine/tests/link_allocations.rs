@@ -1,43 +1,14 @@
 //! A running link's receive path allocates a few buffers a datagram, not copies of its receive history: a counting
-//! global allocator (this test binary's own) counts the allocations of one steady-state `StateLink::receive`.
+//! global allocator counts the allocations of one steady-state `StateLink::receive`.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::time::Duration;
 
+use physync_codec::alloc_count::{CountingAllocator, counted};
 use physync_codec::{AvatarState, BodyState, ObjectState, QuantConfig};
 use physync_engine::link::{LinkSettings, Outgoing, StateLink, TimedAvatar};
 
-/// The system allocator, counting the allocations made on each thread.
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-// SAFETY: every call is passed on to the system allocator unchanged; the count is a const-initialized thread-local
-// cell without a destructor, which itself never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|a| a.set(a.get() + 1));
-        // SAFETY: the caller's contract is `GlobalAlloc::alloc`'s, passed on.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System` through `alloc` or `realloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|a| a.set(a.get() + 1));
-        // SAFETY: as `dealloc`, and `new_size` is the caller's, passed on.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: CountingAllocator = CountingAllocator;
 
 const FRAME: Duration = Duration::from_nanos(16_666_667);
 
@@ -90,9 +61,8 @@ fn a_steady_link_receives_without_allocating_a_copy_of_its_history() {
             .build_packet(now, &out)
             .unwrap()
             .expect("60 Hz, budget room");
-        let before = ALLOCATIONS.with(Cell::get);
-        let got = b.receive(now, &sent.bytes).unwrap();
-        let allocations = ALLOCATIONS.with(Cell::get) - before;
+        let (allocations, got) = counted(|| b.receive(now, &sent.bytes));
+        let got = got.unwrap();
         assert_eq!(got.avatars, avatars, "frame {frame}");
         last = (allocations, got.objects.len(), got.avatars.len());
         let back = b
