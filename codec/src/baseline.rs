@@ -366,8 +366,10 @@ fn keep_older<T: Copy>(older: &mut [Option<Baseline<T>>; OLDER_KEPT], state: Bas
 /// often a page, per entry in per-object storage of the whole window. A block is allocated at the first store into
 /// it, so a link that sends a few objects holds a few blocks per slot, not whole rows of the scene.
 ///
-/// A copy taken again and again into the same history ([`Clone::clone_from`]) reuses its blocks: a receiver that
-/// validates a section against a scratch copy before storing it allocates nothing a datagram once the copy has them.
+/// A copy taken again and again into the same history ([`Clone::clone_from`]) reuses its blocks: a benchmark that
+/// decodes against the same history again and again allocates nothing for it once the copy has them. (A datagram
+/// is checked whole before anything is stored without any copy: see
+/// [`crate::packet::PacketReader::read_section_unstored`].)
 #[derive(Debug)]
 pub struct ReceiveHistory<T> {
     /// Slot `s`, block `b` at `s * blocks + b`, allocated at its first store. Slot `s` of an object holds a state

@@ -2474,16 +2474,28 @@ impl<'a> PacketReader<'a> {
         config: &T::Config,
         history: &mut ReceiveHistory<T>,
     ) -> Result<(u16, Vec<(u16, T)>), CodecError> {
+        let (frame, entries) = self.read_section_unstored(config, history)?;
+        history.insert_packet(self.header.sequence, frame, &entries);
+        Ok((frame, entries))
+    }
+
+    /// [`PacketReader::read_section`] without storing the states: for a datagram of several sections that is
+    /// accepted only whole, whose reader stores each section's states
+    /// ([`ReceiveHistory::insert_packet`] under the header's sequence) once every section and
+    /// [`PacketReader::finish`] have passed, so that a datagram rejected part way stores nothing.
+    pub fn read_section_unstored<T: DeltaState>(
+        &mut self,
+        config: &T::Config,
+        history: &ReceiveHistory<T>,
+    ) -> Result<(u16, Vec<(u16, T)>), CodecError> {
         let sequence = self.header.sequence;
-        let (frame, entries) = match &mut self.source {
-            Source::Bit(s) => read_section_entries(s, &self.link, config, sequence, history)?,
+        match &mut self.source {
+            Source::Bit(s) => read_section_entries(s, &self.link, config, sequence, history),
             Source::Arith(s) => {
                 s.use_priors(T::priors(config));
-                read_section_entries(s.as_mut(), &self.link, config, sequence, history)?
+                read_section_entries(s.as_mut(), &self.link, config, sequence, history)
             }
-        };
-        history.insert_packet(sequence, frame, &entries);
-        Ok((frame, entries))
+        }
     }
 
     /// Checks that the datagram ends where its last section did: anything after it (beyond the bit-packed

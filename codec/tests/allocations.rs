@@ -86,8 +86,8 @@ fn a_steady_bit_packed_link_allocates_only_what_it_hands_back() {
 
 #[test]
 fn a_history_copied_again_into_the_same_copy_allocates_nothing() {
-    // A scratch copy of a receive history taken before each datagram (to validate a section without storing it,
-    // or to decode against the same history again and again) reuses the copy's blocks once it has them.
+    // A copy of a receive history taken again and again into the same copy (to decode against the same history
+    // each time, as the codec benchmark does) reuses the copy's blocks once it has them.
     let quant = QuantConfig::default();
     let mut history = ReceiveHistory::new(40);
     for seq in 1..200u16 {

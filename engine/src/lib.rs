@@ -54,3 +54,10 @@ pub mod shooter;
 pub mod shooter_net;
 pub mod transport;
 pub mod world;
+
+/// Counts each thread's allocations in this crate's unit tests, for the tests that check a hot path allocates no
+/// more than it hands back (see [`physync_codec::alloc_count`]).
+#[cfg(test)]
+#[global_allocator]
+static ALLOCATOR: physync_codec::alloc_count::CountingAllocator =
+    physync_codec::alloc_count::CountingAllocator;

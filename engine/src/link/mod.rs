@@ -181,9 +181,6 @@ pub struct StateLink {
     avatars_sent: AckTracker<TimedAvatar>,
     objects_received: ReceiveHistory<ObjectState>,
     avatars_received: ReceiveHistory<TimedAvatar>,
-    /// A copy of `avatars_received` a datagram's avatar section is read into first, so that a bad datagram stores
-    /// nothing; kept from one datagram to the next, so that copying into it again reuses its blocks.
-    avatars_scratch: ReceiveHistory<TimedAvatar>,
     /// Per object: the newest packet (widened) it arrived in; stale ones are forgotten.
     newest_object: Ages,
     /// Per player: the newest packet (widened) its avatar arrived in.
@@ -238,7 +235,6 @@ impl StateLink {
             avatars_sent: AckTracker::new(players),
             objects_received: ReceiveHistory::new(max_objects),
             avatars_received: ReceiveHistory::new(players),
-            avatars_scratch: ReceiveHistory::new(players),
             newest_object: Ages::new(usize::from(max_objects)),
             newest_avatar: Ages::new(MAX_PLAYERS),
             newest_received: None,
@@ -458,18 +454,23 @@ impl StateLink {
             return Err(LinkError::WrongPacketType(header.packet_type));
         }
         let config = self.settings.state;
-        // Validate the avatar section against a scratch copy so that a bad datagram stores nothing.
-        self.avatars_scratch.clone_from(&self.avatars_received);
-        let (frame, avatars) = reader.read_section(&config, &mut self.avatars_scratch)?;
+        // Both sections are read before either is stored, and stored only once the whole datagram has passed: a
+        // datagram rejected part way (a bad avatar, an object section that fails, bytes past the last section)
+        // stores nothing.
+        let (frame, avatars) = reader.read_section_unstored(&config, &self.avatars_received)?;
         if let Some(&(id, _)) = avatars
             .iter()
             .find(|(id, a)| usize::from(*id) >= MAX_PLAYERS || *id != u16::from(a.state.player))
         {
             return Err(LinkError::BadAvatar { id });
         }
-        let (_, objects) = reader.read_section(&config, &mut self.objects_received)?;
+        let (objects_frame, objects) =
+            reader.read_section_unstored(&config, &self.objects_received)?;
         reader.finish()?;
-        std::mem::swap(&mut self.avatars_received, &mut self.avatars_scratch);
+        self.avatars_received
+            .insert_packet(header.sequence, frame, &avatars);
+        self.objects_received
+            .insert_packet(header.sequence, objects_frame, &objects);
         Ok((
             header,
             ReceivedUpdate {
