@@ -42,6 +42,18 @@ fn tree_slot(levels: u32, node: usize) -> usize {
     (1 << levels) + node - 1
 }
 
+/// Whether a reader picks model `index` (an index into the model table, as [`FieldCosts::decisions`] names it) by
+/// what it decoded just before: an inner node of a value's tree, which its parent's bit chose, or a mantissa
+/// model, chosen by the bit length the tree decoded (and the second by the first). Such a decision cannot start
+/// before the ones it follows end; a tree's root, a sign or a flag is named by its context alone.
+pub fn model_waits_on_last_decision(index: u32) -> bool {
+    let offset = index as usize % PER_CTX;
+    let inner = |first: usize, end: usize| {
+        (first..end).contains(&offset) && !(offset - first).is_power_of_two()
+    };
+    inner(SMALL, BUCKET) || inner(BUCKET, MANTISSA) || offset >= MANTISSA
+}
+
 /// Which trained table a stream's models start from. A pose-only link (bodies as pose and at-rest flag only,
 /// predicted from two acked poses) codes the same contexts as a full-state link with other statistics: with one
 /// table trained on both, each kind of link paid for what the other taught it (on the katamari ladder, the
@@ -440,6 +452,14 @@ impl FieldCosts {
             .zip(self.names.iter())
             .filter(|(b, _)| **b > 0.0)
             .map(|(b, n)| (*n, *b))
+    }
+
+    /// The decisions of the stream tallying, in the order it coded them: each one's model (its index in the
+    /// table), its bit, and the probability of 0 it was coded at. A benchmark replays them through the bare
+    /// [`crate::range`] coder, to time the coding of a datagram's decisions apart from the modelling around them.
+    /// A reading stream's tally records none.
+    pub fn decisions(&self) -> &[(u32, bool, u16)] {
+        &self.decisions
     }
 
     /// Adds another tally into this one, replaying the decisions of `other`'s stream at every rate.
@@ -1521,6 +1541,29 @@ mod tests {
 
     const A: Ctx = Ctx::new(1, "a");
     const B: Ctx = Ctx::new(2, "b");
+
+    /// A tally names each decision's model; of a wide value's, only the bit-length tree's root and the sign are
+    /// picked by their context alone, and of a small value's only the root; a flag always is.
+    #[test]
+    fn only_a_value_tree_s_inner_nodes_and_mantissa_wait_on_the_last_decision() {
+        let mut w = ArithWriteStream::new();
+        w.track_costs();
+        w.bool(A, &mut true).unwrap();
+        // -21: bit length 5 (a four-level tree), a sign, two modelled mantissa bits.
+        w.int(A, &mut -21, -255, 255).unwrap();
+        w.int(B, &mut 6, 0, 9).unwrap();
+        let waits: Vec<bool> = w
+            .costs()
+            .unwrap()
+            .decisions()
+            .iter()
+            .map(|&(model, _, _)| model_waits_on_last_decision(model))
+            .collect();
+        let flag = [false];
+        let wide = [false, true, true, true, false, true, true];
+        let small = [false, true, true, true];
+        assert_eq!(waits, [&flag[..], &wide[..], &small[..]].concat());
+    }
 
     /// The writer codes a wide value through its own path ([`ArithWriteStream::wide_value`]) unless it tallies
     /// costs, when it walks [`walk_wide_value`] as the pricer does: the two must make the same decisions (the same

@@ -18,13 +18,22 @@
 //! changes is the sender's work, done once per step for all of its links, not once per datagram: it is timed on
 //! its own (`StateRevisions::note`, each object's state against the step before's) and reported once,
 //! `change_tracking_us_per_frame`.
+//!
+//! For the range coder, `range_decisions` splits the coding itself from the modelling around it: the datagram's
+//! modelled decisions (recorded by a writer that tallies them, checked to write the same bytes) replayed through
+//! the bare range coder, encoded and decoded, the decode with each decision's model address known ahead, with a
+//! value tree's inner nodes and mantissa models waiting on the decision before (as the reader must), and with every
+//! one waiting. The second is a floor under the datagram's decode that no change to the code around the coder
+//! removes; only a format with fewer decisions, or fewer that wait, lowers it.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use clap::Parser;
+use physync_codec::arith::model_waits_on_last_decision;
 use physync_codec::baseline::HISTORY_PER_OBJECT;
 use physync_codec::delta::plan;
+use physync_codec::range::{RangeDecoder, RangeEncoder};
 use physync_codec::{
     AckTracker, Backend, DeltaPath, DeltaState, LinkConfig, MeasureStream, ObjectState,
     PacketHeader, PacketReader, PacketWriter, ReceiveHistory, StateConfig, StateRevisions,
@@ -181,6 +190,91 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// The range coder's own share of one datagram: the modelled decisions a tallying writer recorded for it, replayed
+/// through the bare range coder, each reading its model from a table and writing it back adapted as the coder's
+/// models are (from each model's first recorded probability, with the coder's fixed-shift update rather than the
+/// trained rates). Times in microseconds, one per repeat: encoding them, and decoding them three ways, the same loop
+/// over the same bytes each time, apart from which decisions must wait for the one before to know their model's
+/// address:
+/// - `ahead`: none (every address known ahead): the coder's own register chain alone;
+/// - `inner`: those the reader picks by the decision before (`model_waits_on_last_decision`: a value tree's inner
+///   nodes and its mantissa models): the dependency this binarization cannot shed, whatever the code around it
+///   (and the loop's branch on which decisions wait, one more to predict);
+/// - `chained`: every one, as when each value's contexts also wait on the values before it.
+///
+/// The even-odds bits a value codes in one step are left out, so each figure is a floor under the coding alone.
+#[derive(Default)]
+struct DecisionFloor {
+    decisions: usize,
+    encode_us: Vec<f64>,
+    decode_ahead_us: Vec<f64>,
+    decode_inner_us: Vec<f64>,
+    decode_chained_us: Vec<f64>,
+}
+
+/// Adds `decisions`, replayed `repeats` times, to `floor` (see [`DecisionFloor`]).
+fn replay_decisions(floor: &mut DecisionFloor, decisions: &[(u32, bool, u16)], repeats: usize) {
+    let size = decisions
+        .iter()
+        .map(|d| d.0 as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut start = vec![0u16; size];
+    for &(model, _, p0) in decisions.iter().rev() {
+        start[model as usize] = p0;
+    }
+    // Per decision, whether its model's address waits on the last bit decoded, in each way: an address plus that
+    // bit times `zero` waits on it; one left alone does not (a branch, not a select, so that nothing waits on the
+    // bit where it is not added).
+    let waits = |wait: fn(u32) -> bool| -> Vec<bool> {
+        decisions.iter().map(|&(model, _, _)| wait(model)).collect()
+    };
+    let ways = [
+        waits(|_| false),
+        waits(model_waits_on_last_decision),
+        waits(|_| true),
+    ];
+    floor.decisions += decisions.len();
+    // Zero, as far as the compiler knows anything.
+    let zero = black_box(0usize);
+    for _ in 0..repeats {
+        let mut models = start.clone();
+        let t = Instant::now();
+        let mut e = RangeEncoder::new();
+        for &(model, bit, _) in decisions {
+            e.encode_bit(&mut models[model as usize], bit);
+        }
+        let bytes = e.finish();
+        floor.encode_us.push(t.elapsed().as_nanos() as f64 / 1000.0);
+        let decodes = [
+            &mut floor.decode_ahead_us,
+            &mut floor.decode_inner_us,
+            &mut floor.decode_chained_us,
+        ];
+        for (waits, times) in ways.iter().zip(decodes) {
+            let mut models = start.clone();
+            let mut d = RangeDecoder::new(&bytes).expect("the replay's own bytes");
+            let mut wrong = 0usize;
+            let t = Instant::now();
+            let mut last = 0usize;
+            for (&(model, bit, _), &wait) in decisions.iter().zip(waits) {
+                let model = model as usize;
+                // Two whole decodes, not one at a chosen address: a select would make every address wait.
+                let b = if wait {
+                    d.decode_bit(&mut models[model + last * zero])
+                } else {
+                    d.decode_bit(&mut models[model])
+                }
+                .expect("the replay's own bytes");
+                wrong += usize::from(b != bit);
+                last = usize::from(b);
+            }
+            times.push(t.elapsed().as_nanos() as f64 / 1000.0);
+            assert_eq!(wrong, 0, "the replay decodes the decisions it coded");
+        }
+    }
+}
+
 fn measure_backend(
     backend: Backend,
     samples: &[Sample],
@@ -204,6 +298,7 @@ fn measure_backend(
     let (mut enc_ns, mut dec_ns, mut pk_enc_us, mut pk_dec_us, mut pk_plain_us) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut section_bits, mut packet_bytes, mut packet_objects) = (0u64, 0usize, 0usize);
+    let mut floor = DecisionFloor::default();
     for s in samples {
         let state_of = |id: u16| s.now.get(usize::from(id)).copied();
         let mut tracker = sender(&wide, s, args.gap);
@@ -301,6 +396,25 @@ fn measure_backend(
         }
         let packet = packet.expect("at least one repeat");
         assert!(packet.bytes.len() <= full.budget_bytes);
+        if backend == Backend::Arith {
+            // The same datagram from a writer that tallies each decision it codes.
+            let mut w = PacketWriter::new(&full, header(args.gap)).expect("header");
+            w.track_costs();
+            w.write_section(
+                config,
+                &mut sender(&full, s, args.gap),
+                s.frame,
+                &priority,
+                state_of,
+            )
+            .expect("encode packet");
+            let decisions = w
+                .costs()
+                .map(|c| c.decisions().to_vec())
+                .unwrap_or_default();
+            assert_eq!(w.finish(), packet.bytes, "a tally changes no byte");
+            replay_decisions(&mut floor, &decisions, args.repeats);
+        }
         packet_bytes += packet.bytes.len();
         packet_objects += packet.included.len();
         let mut h = history.clone();
@@ -328,7 +442,17 @@ fn measure_backend(
         }
     }
     let frames = samples.len() as f64;
+    let range_decisions = (floor.decisions > 0).then(|| {
+        json!({
+            "per_packet": floor.decisions as f64 / frames,
+            "encode_us": median(floor.encode_us),
+            "decode_addresses_ahead_us": median(floor.decode_ahead_us),
+            "decode_inner_nodes_chained_us": median(floor.decode_inner_us),
+            "decode_chained_us": median(floor.decode_chained_us),
+        })
+    });
     json!({
+        "range_decisions": range_decisions,
         "encode_ns_per_object": median(enc_ns),
         "decode_ns_per_object": median(dec_ns),
         "bits_per_object": section_bits as f64 / frames / n as f64,
