@@ -43,6 +43,22 @@ fn avatar(player: u8, frame: u64) -> TimedAvatar {
     TimedAvatar::new(state, Duration::from_millis(frame % 9))
 }
 
+/// What a sender hands a link for `frame`: `objects`, each at the same priority and without revisions, and `avatars`.
+fn equal_priority<'a>(
+    frame: u64,
+    objects: &'a [ObjectState],
+    avatars: &'a [TimedAvatar],
+) -> Outgoing<'a> {
+    const ONES: [f32; 1024] = [1.0; 1024];
+    Outgoing {
+        frame,
+        objects,
+        revisions: None,
+        priorities: &ONES[..objects.len()],
+        avatars,
+    }
+}
+
 #[test]
 fn states_arrive_exactly_and_shrink_once_acks_flow() {
     let mut a = StateLink::new(LinkSettings::default()).unwrap();
@@ -53,13 +69,7 @@ fn states_arrive_exactly_and_shrink_once_acks_flow() {
         let now = FRAME * frame as u32;
         let states = objects(n, frame);
         let avatars = [avatar(1, frame)];
-        let out = Outgoing {
-            frame,
-            objects: &states,
-            revisions: None,
-            priorities: &vec![1.0; n],
-            avatars: &avatars,
-        };
+        let out = equal_priority(frame, &states, &avatars);
         let sent = a
             .build_packet(now, &out)
             .unwrap()
@@ -99,13 +109,7 @@ fn the_byte_budget_and_the_send_rate_hold() {
     let mut packets = 0;
     for frame in 0..600u64 {
         let states = objects(n, frame);
-        let out = Outgoing {
-            frame,
-            objects: &states,
-            revisions: None,
-            priorities: &vec![1.0; n],
-            avatars: &[],
-        };
+        let out = equal_priority(frame, &states, &[]);
         if let Some(p) = a.build_packet(FRAME * frame as u32, &out).unwrap() {
             assert!(p.bytes.len() <= 1200);
             bytes += p.bytes.len();
@@ -145,13 +149,7 @@ fn round_trip_and_loss_are_estimated_from_acks() {
     for frame in 0..1200u64 {
         let now = FRAME * frame as u32;
         let states = objects(n, frame);
-        let out = Outgoing {
-            frame,
-            objects: &states,
-            revisions: None,
-            priorities: &vec![1.0; n],
-            avatars: &[],
-        };
+        let out = equal_priority(frame, &states, &[]);
         let p = a.build_packet(now, &out).unwrap().unwrap();
         if rng.random_bool(0.8) {
             to_b.push_back((frame + delay, p.bytes));
@@ -194,13 +192,7 @@ fn hostile_and_stale_datagrams() {
     for frame in 0..3u64 {
         let states = objects(n, frame);
         let avatars = [avatar(2, frame)];
-        let out = Outgoing {
-            frame,
-            objects: &states,
-            revisions: None,
-            priorities: &vec![1.0; n],
-            avatars: &avatars,
-        };
+        let out = equal_priority(frame, &states, &avatars);
         packets.push(a.build_packet(FRAME * frame as u32, &out).unwrap().unwrap());
     }
     // Newest first: the older datagrams decode, but carry nothing newer.
@@ -255,14 +247,7 @@ fn acks_sent_before_anything_arrived_promote_nothing() {
     let empty = Outgoing::acks_only(0);
     // a's first datagram is lost; b, having received nothing, answers anyway.
     let states = objects(n, 0);
-    let priorities = vec![1.0; n];
-    let out = Outgoing {
-        frame: 0,
-        objects: &states,
-        revisions: None,
-        priorities: &priorities,
-        avatars: &[],
-    };
+    let out = equal_priority(0, &states, &[]);
     let lost = a.build_packet(Duration::ZERO, &out).unwrap().unwrap();
     assert_ne!(lost.sequence, 0);
     let answer = b.build_packet(Duration::ZERO, &empty).unwrap().unwrap();
@@ -293,13 +278,7 @@ fn sample_offsets_are_clamped_and_travel_with_unchanged_avatars() {
         let now = FRAME * frame as u32;
         // The pose stays put; only the sample offset moves, and it must arrive each time.
         let sent = [TimedAvatar::new(state, Duration::from_millis(frame * 3))];
-        let out = Outgoing {
-            frame,
-            objects: &[],
-            revisions: None,
-            priorities: &[],
-            avatars: &sent,
-        };
+        let out = equal_priority(frame, &[], &sent);
         let p = a.build_packet(now, &out).unwrap().unwrap();
         assert_eq!(p.avatars, vec![3]);
         assert_eq!(b.receive(now, &p.bytes).unwrap().avatars, sent);
@@ -318,13 +297,7 @@ fn sample_offsets_are_clamped_and_travel_with_unchanged_avatars() {
         },
         Duration::ZERO,
     )];
-    let out = Outgoing {
-        frame: 20,
-        objects: &[],
-        revisions: None,
-        priorities: &[],
-        avatars: &stray,
-    };
+    let out = equal_priority(20, &[], &stray);
     let p = a.build_packet(FRAME * 20, &out).unwrap().unwrap();
     assert!(p.avatars.is_empty());
 }
@@ -358,13 +331,7 @@ fn a_tight_budget_still_carries_objects_beside_four_avatars() {
                 t
             })
             .collect();
-        let out = Outgoing {
-            frame,
-            objects: &states,
-            revisions: None,
-            priorities: &vec![1.0; n],
-            avatars: &avatars,
-        };
+        let out = equal_priority(frame, &states, &avatars);
         if let Some(p) = a.build_packet(now, &out).unwrap() {
             total += p.bytes.len();
             with_objects += usize::from(!p.objects.is_empty());
@@ -460,13 +427,7 @@ fn reported_loss_agrees_with_what_the_link_lost() {
         for frame in 0..3000u64 {
             let now = FRAME * frame as u32;
             let states = objects(4, frame);
-            let out = Outgoing {
-                frame,
-                objects: &states,
-                revisions: None,
-                priorities: &[1.0; 4],
-                avatars: &[],
-            };
+            let out = equal_priority(frame, &states, &[]);
             let p = a.build_packet(now, &out).unwrap().unwrap();
             sent += 1;
             if rng.random_bool(0.97) {
@@ -649,13 +610,7 @@ fn a_datagram_rejected_after_its_sections_stores_nothing() {
     let n = 40;
     let states = objects(n, 0);
     let avatars = [avatar(1, 0)];
-    let out = Outgoing {
-        frame: 0,
-        objects: &states,
-        revisions: None,
-        priorities: &vec![1.0; n],
-        avatars: &avatars,
-    };
+    let out = equal_priority(0, &states, &avatars);
     let sent = a.build_packet(Duration::ZERO, &out).unwrap().unwrap();
     let mut bytes = sent.bytes.clone();
     bytes.push(0xA5);
@@ -684,13 +639,7 @@ fn a_steady_link_receives_without_allocating_a_copy_of_its_history() {
         let now = FRAME * frame as u32;
         let states = objects(n, frame);
         let avatars = [avatar(1, frame)];
-        let out = Outgoing {
-            frame,
-            objects: &states,
-            revisions: None,
-            priorities: &vec![1.0; n],
-            avatars: &avatars,
-        };
+        let out = equal_priority(frame, &states, &avatars);
         let sent = a.build_packet(now, &out).unwrap().unwrap();
         let (allocations, got) =
             physync_codec::alloc_count::counted(|| b.receive(now, &sent.bytes));
