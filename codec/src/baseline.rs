@@ -367,9 +367,9 @@ fn keep_older<T: Copy>(older: &mut [Option<Baseline<T>>; OLDER_KEPT], state: Bas
 /// it, so a link that sends a few objects holds a few blocks per slot, not whole rows of the scene.
 ///
 /// A copy taken again and again into the same history ([`Clone::clone_from`]) reuses its blocks: a benchmark that
-/// decodes against the same history again and again allocates nothing for it once the copy has them. (A datagram
-/// is checked whole before anything is stored without any copy: see
-/// [`crate::packet::PacketReader::read_section_unstored`].)
+/// decodes against the same history again and again allocates nothing for it once the copy has them. A reader needs
+/// no copy to keep a bad datagram out: it reads every section first and stores them only once the whole datagram
+/// has passed (see [`crate::packet::PacketReader::read_section_unstored`]).
 #[derive(Debug)]
 pub struct ReceiveHistory<T> {
     /// Slot `s`, block `b` at `s * blocks + b`, allocated at its first store. Slot `s` of an object holds a state

@@ -23,8 +23,9 @@
 //! modelled decisions (recorded by a writer that tallies them, checked to write the same bytes) replayed through
 //! the bare range coder, encoded and decoded, the decode with each decision's model address known ahead, with a
 //! value tree's inner nodes and mantissa models waiting on the decision before (as the reader must), and with every
-//! one waiting. The second is a floor under the datagram's decode that no change to the code around the coder
-//! removes; only a format with fewer decisions, or fewer that wait, lowers it.
+//! one waiting. The second is the dependency no change to the code around the coder removes (its loop also takes a
+//! branch the real reader does not, so it may sit a little above that floor); only a format with fewer decisions, or
+//! fewer that wait, lowers it.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -202,7 +203,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 ///   (and the loop's branch on which decisions wait, one more to predict);
 /// - `chained`: every one, as when each value's contexts also wait on the values before it.
 ///
-/// The even-odds bits a value codes in one step are left out, so each figure is a floor under the coding alone.
+/// The even-odds bits a value codes in one step are left out, so each figure leaves out work the real coder does;
+/// only the `inner` loop's branch is work the real reader does not do.
 #[derive(Default)]
 struct DecisionFloor {
     decisions: usize,
